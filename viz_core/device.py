@@ -1,0 +1,32 @@
+"""Pick the torch device: cuda when there is one, then mps, then cpu."""
+
+from __future__ import annotations
+
+import torch
+
+from .errors import InputError
+
+
+def available_devices() -> list[str]:
+    """Devices this machine can run on, best first, always ending with "cpu"."""
+    out = []
+    if torch.cuda.is_available():
+        out.append("cuda")
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        out.append("mps")
+    out.append("cpu")
+    return out
+
+
+def pick_device(device: str | torch.device | None = "auto") -> torch.device:
+    """"auto"/None -> the best available; otherwise the named device, if it exists."""
+    if device is None or str(device) == "auto":
+        return torch.device(available_devices()[0])
+    dev = torch.device(device)
+    if dev.type not in available_devices():
+        raise InputError(
+            f"device {str(device)!r} is not available here; choose one of "
+            f"{['auto', *available_devices()]}"
+        )
+    return dev

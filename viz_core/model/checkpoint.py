@@ -1,0 +1,105 @@
+"""Checkpoints: model.safetensors + config.json + vocab.json (+ card.json).
+
+Loading never unpickles anything: weights come only through safetensors, whose header is
+checked against the config (names and shapes) before any tensor is read.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from ..errors import CheckpointError
+from ..tokenizer import Vocab
+from .config import TransformerConfig
+from .transformer import Transformer
+
+WEIGHTS, CONFIG, VOCAB, CARD = "model.safetensors", "config.json", "vocab.json", "card.json"
+MAX_JSON_BYTES = 50_000_000
+
+
+def save_checkpoint(model: Transformer, vocabs: dict[str, Vocab], path: str | Path,
+                    card: dict | None = None) -> Path:
+    """Write a checkpoint dir. vocabs: {"source": Vocab, "target": Vocab} (as the kind needs)."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    if model.cfg.share_embeddings:
+        state.pop("generator.weight", None)  # tied: stored once, as tgt_embed.weight
+    save_file(state, str(path / WEIGHTS))
+    (path / CONFIG).write_text(json.dumps(model.cfg.to_dict(), indent=2))
+    (path / VOCAB).write_text(json.dumps({k: v.to_dict() for k, v in vocabs.items()}))
+    if card is not None:
+        (path / CARD).write_text(json.dumps(card, indent=2, ensure_ascii=False))
+    return path
+
+
+def _read_json(path: Path, what: str):
+    if not path.is_file():
+        raise CheckpointError(f"{path.parent}: missing {path.name} ({what})")
+    if path.stat().st_size > MAX_JSON_BYTES:
+        raise CheckpointError(f"{path}: {what} is too large")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CheckpointError(f"{path}: {what} is not valid JSON ({err})") from None
+
+
+def read_vocabs(path: Path, cfg: TransformerConfig) -> dict[str, Vocab]:
+    raw = _read_json(path / VOCAB, "vocabulary")
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{path / VOCAB}: expected an object")
+    vocabs = {k: Vocab.from_dict(v) for k, v in raw.items() if k in ("source", "target")}
+    need = {"source": cfg.src_vocab_size if cfg.has_encoder else 0,
+            "target": cfg.tgt_vocab_size if cfg.has_decoder else 0}
+    for side, size in need.items():
+        if size and side not in vocabs:
+            raise CheckpointError(f"{path / VOCAB}: missing the {side} vocabulary")
+        if size and len(vocabs[side]) != size:
+            raise CheckpointError(f"{path / VOCAB}: {side} vocabulary has {len(vocabs[side])} "
+                                  f"tokens but the config says {size}")
+    return vocabs
+
+
+def load_checkpoint(path: str | Path, device: torch.device | str = "cpu"
+                    ) -> tuple[Transformer, dict[str, Vocab], dict]:
+    """-> (model in eval mode on device, vocabularies, card). Raises CheckpointError."""
+    path = Path(path)
+    if not path.is_dir():
+        raise CheckpointError(f"checkpoint directory not found: {path}")
+    cfg = TransformerConfig.from_dict(_read_json(path / CONFIG, "model config"))
+    vocabs = read_vocabs(path, cfg)
+    card = _read_json(path / CARD, "model card") if (path / CARD).is_file() else {}
+    if not isinstance(card, dict):
+        card = {}
+    weights = path / WEIGHTS
+    if not weights.is_file():
+        raise CheckpointError(f"{path}: missing {WEIGHTS} (weights)")
+
+    model = Transformer(cfg)
+    expected = model.state_dict()
+    if cfg.share_embeddings:
+        expected = {k: v for k, v in expected.items() if k != "generator.weight"}
+    try:
+        with safe_open(str(weights), framework="pt") as f:
+            names = set(f.keys())
+            missing, unexpected = sorted(set(expected) - names), sorted(names - set(expected))
+            if missing or unexpected:
+                raise CheckpointError(f"{weights}: weights do not match the config "
+                                      f"(missing {missing[:5]}, unexpected {unexpected[:5]})")
+            for name in expected:
+                shape = tuple(f.get_slice(name).get_shape())
+                if shape != tuple(expected[name].shape):
+                    raise CheckpointError(f"{weights}: {name} has shape {shape}, the config "
+                                          f"needs {tuple(expected[name].shape)}")
+            state = {name: f.get_tensor(name) for name in expected}
+    except CheckpointError:
+        raise
+    except Exception as err:  # safetensors raises its own error types for corrupt files
+        raise CheckpointError(f"{weights}: not a readable safetensors file ({err})") from None
+    model.load_state_dict(state, strict=not cfg.share_embeddings)
+    return model.to(device).eval(), vocabs, card

@@ -1,0 +1,189 @@
+"""The Transformer of "Attention Is All You Need" (Vaswani et al., 2017), in paper order.
+
+Embeddings (scaled by sqrt(d_model)) + positional encoding -> N encoder layers
+(self-attention, feed-forward) -> N decoder layers (masked self-attention, encoder-decoder
+attention, feed-forward) -> linear + softmax. Each sublayer is wrapped as
+LayerNorm(x + Dropout(Sublayer(x))) (post-LN, the paper) or x + Dropout(Sublayer(LN(x)))
+(pre-LN). The same classes build encoder-only and decoder-only models.
+
+Nothing captured is ever stored on a module: hook points and key/value caches are objects
+passed in by the caller and returned to it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from .attention import MultiHeadAttention
+from .config import TransformerConfig
+from .hooks import Hooks
+from .masks import causal_mask, padding_mask
+from .positional import make_positions
+
+
+class FeedForward(nn.Module):
+    """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float):
+        super().__init__()
+        self.W_1 = nn.Linear(d_model, d_ff)
+        self.W_2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.W_2(self.dropout(torch.relu(self.W_1(x))))
+
+
+class SublayerConnection(nn.Module):
+    """Residual + LayerNorm around one sublayer, post-LN or pre-LN."""
+
+    def __init__(self, d_model: int, dropout: float, norm_first: bool):
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.norm_first = norm_first
+
+    def forward(self, x: torch.Tensor, sublayer) -> tuple[torch.Tensor, object]:
+        """sublayer(h) returns (output, extra); extra (a kv pair) is passed through."""
+        if self.norm_first:
+            out, extra = sublayer(self.norm(x))
+            return x + self.dropout(out), extra
+        out, extra = sublayer(x)
+        return self.norm(x + self.dropout(out)), extra
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
+        self.feed_forward = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout)
+        self.sublayer = nn.ModuleList(
+            [SublayerConnection(cfg.d_model, cfg.dropout, cfg.norm_first) for _ in range(2)])
+
+    def forward(self, x, mask, hooks, name):
+        x, _ = self.sublayer[0](x, lambda h: self.self_attn(h, h, mask, hooks, name))
+        x, _ = self.sublayer[1](x, lambda h: (self.feed_forward(h), None))
+        return x
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: TransformerConfig, cross: bool):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
+        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout) if cross else None
+        self.feed_forward = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout)
+        n = 3 if cross else 2
+        self.sublayer = nn.ModuleList(
+            [SublayerConnection(cfg.d_model, cfg.dropout, cfg.norm_first) for _ in range(n)])
+
+    def forward(self, x, memory, self_mask, cross_mask, hooks, layer: int, cache: dict | None):
+        past = cache.get(layer) if cache is not None else None
+        x, self_kv = self.sublayer[0](x, lambda h: self.self_attn(
+            h, h, self_mask, hooks, f"decoder.{layer}.self",
+            past_kv=past["self"] if past else None))
+        cross_kv = None
+        if self.cross_attn is not None:
+            x, cross_kv = self.sublayer[1](x, lambda h: self.cross_attn(
+                h, memory, cross_mask, hooks, f"decoder.{layer}.cross",
+                past_kv=past["cross"] if past else None, static_kv=True))
+        x, _ = self.sublayer[-1](x, lambda h: (self.feed_forward(h), None))
+        if cache is not None:
+            cache[layer] = {"self": self_kv, "cross": cross_kv}
+        return x
+
+
+class DecoderCache(dict):
+    """Key/value cache of one incremental decoding call: {layer: {"self": (k, v), "cross": ..}}.
+
+    Owned by the caller (a beam search), never by the model.
+    """
+
+    @property
+    def length(self) -> int:
+        return 0 if not self else self[0]["self"][0].shape[2]
+
+    def reorder(self, index: torch.Tensor) -> DecoderCache:
+        """Select batch rows (beam reordering): every cached tensor indexed along dim 0."""
+        out = DecoderCache()
+        for layer, entry in self.items():
+            out[layer] = {key: None if kv is None else (kv[0][index], kv[1][index])
+                          for key, kv in entry.items()}
+        return out
+
+
+class Transformer(nn.Module):
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.cfg = cfg
+        d = cfg.d_model
+        self.positions = make_positions(cfg.positional, cfg.max_len, d)
+        self.embed_dropout = nn.Dropout(cfg.dropout)
+        if cfg.has_encoder:
+            self.src_embed = nn.Embedding(cfg.src_vocab_size, d)
+            self.encoder = nn.ModuleList([EncoderLayer(cfg) for _ in range(cfg.n_layers)])
+            self.encoder_norm = nn.LayerNorm(d) if cfg.norm_first else nn.Identity()
+        if cfg.has_decoder:
+            self.tgt_embed = nn.Embedding(cfg.tgt_vocab_size, d)
+            cross = cfg.kind == "encoder-decoder"
+            self.decoder = nn.ModuleList(
+                [DecoderLayer(cfg, cross) for _ in range(cfg.n_decoder_layers)])
+            self.decoder_norm = nn.LayerNorm(d) if cfg.norm_first else nn.Identity()
+            self.generator = nn.Linear(d, cfg.tgt_vocab_size)
+            if cfg.share_embeddings:
+                self.generator.weight = self.tgt_embed.weight
+        self._init_weights()
+
+    def _init_weights(self) -> None:
+        for p in self.parameters():
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+
+    def embed(self, table: nn.Embedding, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
+        if start + ids.shape[1] > self.cfg.max_len:
+            raise ValueError(f"sequence of {start + ids.shape[1]} positions exceeds max_len "
+                             f"{self.cfg.max_len}")
+        pos = torch.arange(start, start + ids.shape[1], device=ids.device)
+        x = table(ids) * math.sqrt(self.cfg.d_model) + self.positions(pos)  # (B, T, d)
+        return self.embed_dropout(x)
+
+    def encode(self, src: torch.Tensor, hooks: Hooks | None = None) -> torch.Tensor:
+        """src (B, S) -> memory (B, S, d_model)."""
+        mask = padding_mask(src, self.cfg.pad_id)  # (B, S, S)
+        x = self.embed(self.src_embed, src)
+        for i, layer in enumerate(self.encoder):
+            x = layer(x, mask, hooks, f"encoder.{i}.self")
+        return self.encoder_norm(x)
+
+    def decode(
+        self,
+        tgt: torch.Tensor,  # (B, T) decoder input ids (only the new ones when cache is given)
+        memory: torch.Tensor | None = None,  # (B, S, d_model); None for decoder-only
+        src: torch.Tensor | None = None,  # (B, S) source ids, for the cross padding mask
+        hooks: Hooks | None = None,
+        cache: DecoderCache | None = None,
+    ) -> torch.Tensor:
+        """Returns logits (B, T, tgt_vocab). With a cache, appends to it in place."""
+        start = cache.length if cache is not None else 0
+        T = tgt.shape[1]
+        # Rows: the T new positions; columns: all start + T positions so far.
+        self_mask = causal_mask(T, start + T, device=tgt.device)[None]  # (1, T, start+T)
+        if cache is None or start == 0:
+            self_mask = self_mask | padding_mask(tgt, self.cfg.pad_id)
+        cross_mask = None
+        if memory is not None and src is not None:
+            cross_mask = padding_mask(src, self.cfg.pad_id, n_queries=T)  # (B, T, S)
+        x = self.embed(self.tgt_embed, tgt, start)
+        for i, layer in enumerate(self.decoder):
+            x = layer(x, memory, self_mask, cross_mask, hooks, i, cache)
+        return self.generator(self.decoder_norm(x))
+
+    def forward(self, src: torch.Tensor | None, tgt: torch.Tensor | None,
+                hooks: Hooks | None = None) -> torch.Tensor:
+        """Teacher-forced logits (encoder-decoder, decoder-only), or encoder states."""
+        memory = self.encode(src, hooks) if self.cfg.has_encoder else None
+        if not self.cfg.has_decoder:
+            return memory
+        return self.decode(tgt, memory, src, hooks)
