@@ -37,5 +37,5 @@ def load(name_or_path: str, device: str = "auto"):
     try:
         from .backends.hf import load_hf
     except ImportError as err:  # the Hugging Face backend is optional at import time
-        raise ModelLoadError(f"Cannot load {name!r}: Hugging Face support unavailable ({err})")
+        raise ModelLoadError(f"Cannot load {name!r}: Hugging Face support unavailable ({err})") from None
     return load_hf(name, device)
