@@ -23,8 +23,11 @@ def pick_device(device: str | torch.device | None = "auto") -> torch.device:
     """"auto"/None -> the best available; otherwise the named device, if it exists."""
     if device is None or str(device) == "auto":
         return torch.device(available_devices()[0])
-    dev = torch.device(device)
-    if dev.type not in available_devices():
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        dev = None
+    if dev is None or dev.type not in available_devices():
         raise InputError(
             f"device {str(device)!r} is not available here; choose one of "
             f"{['auto', *available_devices()]}"
