@@ -1,0 +1,16 @@
+"""Attention Lab: `streamlit run app.py` (or `make run`)."""
+
+import streamlit as st
+
+from ui.sidebar import sidebar
+
+st.set_page_config(page_title="Attention Lab", page_icon="🔍", layout="wide")
+
+PAGES = [
+    st.Page("pages/home.py", title="Home", icon="🏠", default=True, url_path="home"),
+    st.Page("pages/attention.py", title="Attention", icon="🔥", url_path="attention"),
+]
+
+page = st.navigation(PAGES)
+st.session_state["_selection"] = sidebar()
+page.run()

@@ -1,0 +1,81 @@
+"""The Streamlit app, headless (AppTest): pages run, interactions change what is shown."""
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from viz_core.toy import save_toy
+
+TIMEOUT = 60
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+
+
+@pytest.fixture(scope="module")
+def toy_path(tmp_path_factory):
+    return str(save_toy(tmp_path_factory.mktemp("ckpt") / "toy", seed=2))
+
+
+def open_app(page: str, **params) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    for key, value in params.items():
+        at.query_params[key] = str(value)
+    at.switch_page(f"pages/{page}.py")
+    return at.run()
+
+
+def heatmap_z(at):
+    fig = json.loads(at.get("plotly_chart")[0].proto.spec)
+    return fig["data"][0]["z"], fig
+
+
+def no_errors(at):
+    assert not at.exception, [e.message for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def test_attention_page_on_a_checkpoint_path(toy_path):
+    at = open_app("attention", model=toy_path, text="the cat sat on the mat")
+    no_errors(at)
+    assert at.get("plotly_chart")
+    before, _ = heatmap_z(at)
+    at.number_input(key="head").set_value(2).run()
+    no_errors(at)
+    after, _ = heatmap_z(at)
+    assert before != after
+    assert at.query_params["head"] == ["2"] or at.query_params["head"] == "2"
+
+
+def test_typing_text_changes_the_trace(toy_path):
+    at = open_app("attention", model=toy_path, text="the cat")
+    before, _ = heatmap_z(at)
+    at.text_area(key="text").input("the big red dog saw the cat").run()
+    no_errors(at)
+    after, _ = heatmap_z(at)
+    assert before != after
+
+
+def test_url_restores_view_and_clamps(toy_path):
+    at = open_app("attention", model=toy_path, text="the cat saw the dog",
+                  kind="decoder.cross", layer=1, head=99)
+    assert not at.exception
+    assert at.selectbox(key="kind").value == "decoder.cross"
+    assert at.number_input(key="layer").value == 1
+    assert at.number_input(key="head").value == 3  # clamped to the last head
+    assert any("out of range" in i.value for i in at.info)
+
+
+def test_empty_text_and_missing_model_give_messages(toy_path, tmp_path):
+    at = open_app("attention", model=toy_path, text="   ")
+    assert not at.exception
+    assert any("empty" in e.value for e in at.error)
+    at = open_app("attention", model=str(tmp_path / "nope"))
+    assert not at.exception
+    assert at.error
+
+
+def test_home_page(toy_path):
+    at = open_app("home", model=toy_path, text="the cat")
+    no_errors(at)
+    assert any("Attention Lab" in t.value for t in at.title)

@@ -1,0 +1,30 @@
+"""What every page starts with."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from . import state
+from .sidebar import Selection
+
+
+def selection() -> Selection:
+    """The sidebar's choice for this run (set by app.py before the page runs)."""
+    sel = st.session_state.get("_selection")
+    if sel is None:  # a page run on its own (tests): build the sidebar here
+        from .sidebar import sidebar
+
+        sel = sidebar()
+    return sel
+
+
+def show_trace_messages(trace) -> None:
+    """Warnings (truncation) and unknown words, shown literally (never as markup)."""
+    for w in trace.warnings:
+        st.warning(w, icon="✂️")
+    if trace.unknown_words:
+        words = ", ".join(repr(w) for w in trace.unknown_words[:30])
+        more = "" if len(trace.unknown_words) <= 30 else f" and {len(trace.unknown_words) - 30} more"
+        st.caption("Not in the model's vocabulary (shown as <unk>):")
+        st.code(words + more, language=None)
+    state.show_notices()

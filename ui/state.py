@@ -1,0 +1,71 @@
+"""Page state that lives in the URL (st.query_params), so a copied address reproduces a view."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+MAX_TEXT_CHARS = 20_000
+
+
+def notice(message: str) -> None:
+    """Collect a notice about a clamped/ignored URL value; shown once by show_notices()."""
+    st.session_state.setdefault("_notices", []).append(message)
+
+
+def show_notices() -> None:
+    for message in st.session_state.pop("_notices", []):
+        st.info(message, icon="ℹ️")
+
+
+def url_text(key: str, default: str = "") -> str:
+    value = st.query_params.get(key, default)
+    value = value.replace("\x00", "")
+    if len(value) > MAX_TEXT_CHARS:
+        notice(f"The '{key}' value in the address was {len(value):,} characters; "
+               f"it was cut to {MAX_TEXT_CHARS:,}.")
+        value = value[:MAX_TEXT_CHARS]
+    return value
+
+
+def url_int(key: str, default: int, lo: int, hi: int) -> int:
+    """An integer from the URL, clamped to [lo, hi] with a notice when it was out of range."""
+    raw = st.query_params.get(key)
+    if raw is None:
+        return max(lo, min(hi, default))
+    try:
+        value = int(raw)
+    except ValueError:
+        notice(f"'{key}={raw[:40]}' in the address is not a number; using {default}.")
+        return max(lo, min(hi, default))
+    if not lo <= value <= hi:
+        clamped = max(lo, min(hi, value))
+        notice(f"'{key}={value}' is out of range ({lo}–{hi}); showing {clamped}.")
+        return clamped
+    return value
+
+
+def url_choice(key: str, options: list[str], default: str) -> str:
+    raw = st.query_params.get(key)
+    if raw is None:
+        return default
+    if raw not in options:
+        notice(f"'{key}={raw[:40]}' in the address is not one of {options}; using {default}.")
+        return default
+    return raw
+
+
+def widget_default(key: str, value) -> None:
+    """Seed a widget's session value once (from the URL) before the widget is created."""
+    if key not in st.session_state:
+        st.session_state[key] = value
+
+
+def to_url(**values) -> None:
+    """Write the current view back to the address bar (only what changed)."""
+    for key, value in values.items():
+        value = "" if value is None else str(value)
+        if st.query_params.get(key) != value:
+            if value == "":
+                st.query_params.pop(key, None)
+            else:
+                st.query_params[key] = value
