@@ -1,0 +1,154 @@
+"""Beam search tree: steps left to right, one marker per node, one edge per parent link.
+
+Layout: a depth-first walk with siblings sorted (kept/finished first, best score first,
+pruned candidates last). Only leaves take vertical room, pruned leaves much less than the
+others, and a parent sits at the middle of its surviving children. A tree drawn in DFS
+order never crosses its own edges, and the best continuations stay on top.
+
+How a page learns which node was clicked: every marker trace is named "nodes: <status>"
+and each marker's customdata is the node id::
+
+    event = st.plotly_chart(fig, on_select="rerun", selection_mode="points", key="tree")
+    node_id = selected_node(event.selection)   # int or None -> tree.node(node_id)
+
+Edges live in traces whose name starts with "edges" as NaN-separated segments
+(parent -> child), so tests and pages can count them: one segment per non-root node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from ..beam_tree import BeamNode, BeamTree
+from .common import base_layout
+
+STATUS_STYLE = {  # colour, symbol, size: status must read without colour too
+    "root": ("#444444", "square", 11),
+    "kept": ("#1f77b4", "circle", 9),
+    "finished": ("#2ca02c", "star", 14),
+    "pruned": ("#c7c7c7", "x-thin-open", 6),
+}
+LEAF_HEIGHT = {"pruned": 0.3}  # vertical room of a leaf by status; others get 1.0
+
+
+def tree_layout(nodes: Sequence[BeamNode]) -> dict[int, tuple[float, float]]:
+    """node id -> (x = step, y = vertical slot, 0 at the top), for tree.nodes or a subset
+    closed under parents."""
+    children: dict[int | None, list] = {}
+    for n in nodes:
+        children.setdefault(n.parent, []).append(n)
+    for sibs in children.values():
+        sibs.sort(key=lambda n: (n.status == "pruned", -n.score, n.id))
+    pos: dict[int, tuple[float, float]] = {}
+    cursor = 0.0
+    # Iterative post-order DFS (deep trees must not hit the recursion limit).
+    stack = [(n, False) for n in reversed(children.get(None, []))]
+    while stack:
+        node, done = stack.pop()
+        kids = children.get(node.id, [])
+        if not kids:
+            h = LEAF_HEIGHT.get(node.status, 1.0)
+            pos[node.id] = (float(node.step), cursor + h / 2)
+            cursor += h
+        elif done:
+            main = [k for k in kids if k.status != "pruned"] or kids
+            pos[node.id] = (float(node.step), float(np.mean([pos[k.id][1] for k in main])))
+        else:
+            stack.append((node, True))
+            stack.extend((k, False) for k in reversed(kids))
+    return pos
+
+
+def _segments(pairs, pos) -> tuple[np.ndarray, np.ndarray]:
+    """x, y float32 arrays of parent->child segments separated by NaN."""
+    x = np.full(3 * len(pairs), np.nan, dtype=np.float32)
+    y = np.full(3 * len(pairs), np.nan, dtype=np.float32)
+    for i, (a, b) in enumerate(pairs):
+        x[3 * i], y[3 * i] = pos[a]
+        x[3 * i + 1], y[3 * i + 1] = pos[b]
+    return x, y
+
+
+def beam_tree_figure(tree: BeamTree, n_best: int | None = None, show_pruned: bool = True,
+                     title: str | None = None, height: int | None = None) -> go.Figure:
+    """Beam tree figure. n_best: how many hypotheses to highlight (default all of them)."""
+    nodes = [n for n in tree.nodes if show_pruned or n.status != "pruned"]
+    shown = {n.id for n in nodes}
+    pos = tree_layout(nodes)
+    hyps = tree.hypotheses if n_best is None else tree.hypotheses[:n_best]
+    best_links: dict[int, int] = {}  # child id -> rank of the best hypothesis using the link
+    for rank, h in reversed(list(enumerate(hyps))):
+        for n in tree.path(h.node_id):
+            best_links[n.id] = rank
+    groups: dict[str, list] = {"edges": [], "edges (pruned)": [], "edges (n-best)": [],
+                               "edges (best)": []}
+    for n in nodes:
+        if n.parent is None or n.parent not in shown:
+            continue
+        rank = best_links.get(n.id)
+        key = ("edges (best)" if rank == 0 else "edges (n-best)" if rank is not None
+               else "edges (pruned)" if n.status == "pruned" else "edges")
+        groups[key].append((n.parent, n.id))
+    styles = {"edges": dict(color="#9ab", width=1.2),
+              "edges (pruned)": dict(color="#ddd", width=0.8, dash="dot"),
+              "edges (n-best)": dict(color="#f0a030", width=3),
+              "edges (best)": dict(color="#d62728", width=5)}
+    fig = go.Figure()
+    for name, pairs in groups.items():
+        if not pairs:
+            continue
+        x, y = _segments(pairs, pos)
+        fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line=styles[name], name=name,
+                                 hoverinfo="skip"))
+    for status, (color, symbol, size) in STATUS_STYLE.items():
+        group = [n for n in nodes if n.status == status]
+        if not group:
+            continue
+        xy = np.array([pos[n.id] for n in group], dtype=np.float32)
+        hover = [f"<b>{n.token}</b> (id {n.token_id}) · step {n.step} · {n.status}<br>"
+                 f"log p {n.logprob:.3f} · cum {n.cum_logprob:.3f} · score {n.score:.3f}"
+                 for n in group]
+        labelled = status != "pruned"
+        fig.add_trace(go.Scatter(
+            x=xy[:, 0], y=xy[:, 1], mode="markers+text" if labelled else "markers",
+            text=[n.token for n in group] if labelled else None, textposition="top center",
+            textfont=dict(size=10), hovertext=hover, hoverinfo="text",
+            customdata=[n.id for n in group], name=f"nodes: {status}",
+            marker=dict(color=color, symbol=symbol, size=size,
+                        line=dict(width=1, color=color)),
+        ))
+    ends = [(rank, h) for rank, h in enumerate(hyps) if h.node_id in pos]
+    if ends:
+        xy = np.array([pos[h.node_id] for _, h in ends], dtype=np.float32)
+        fig.add_trace(go.Scatter(
+            x=xy[:, 0] + np.float32(0.25), y=xy[:, 1], mode="text", name="n-best ranks",
+            text=[f"#{r + 1} {h.score:.3f}" for r, h in ends], textposition="middle right",
+            hoverinfo="skip", showlegend=False))
+    span = max((y for _, y in pos.values()), default=1.0)
+    max_step = max((n.step for n in nodes), default=1)
+    fig.update_xaxes(title="step", dtick=1, range=[-0.5, max_step + 1.5], zeroline=False)
+    fig.update_yaxes(visible=False, autorange="reversed")
+    base_layout(fig, title or "Beam search tree", clickmode="event+select",
+                height=height or int(min(2400, max(420, 14 * span + 120))),
+                legend=dict(orientation="h", y=-0.05))
+    return fig
+
+
+def selected_node(selection) -> int | None:
+    """Node id of the first clicked marker of a beam_tree_figure, or None.
+
+    `selection` is ``event.selection`` from st.plotly_chart(..., on_select="rerun"); the
+    marker traces carry customdata = node id (a number, or a one-element list).
+    """
+    points = selection.get("points", []) if isinstance(selection, Mapping) else (
+        getattr(selection, "points", None) or [])
+    for pt in points:
+        cd = pt.get("customdata") if isinstance(pt, Mapping) else None
+        if isinstance(cd, (list, tuple)):
+            cd = cd[0] if len(cd) == 1 else None
+        if isinstance(cd, (int, float)) and not isinstance(cd, bool):
+            return int(cd)
+    return None

@@ -1,0 +1,164 @@
+"""Shared helpers for the figure builders: labels, float32 arrays, pooling, layout.
+
+Why these exist:
+- Plotly merges duplicate category labels, so "the cat saw the dog" would draw one "the"
+  column. Every token axis here uses unique category labels ("3·the") for data and hover,
+  and shows the bare token as tick text.
+- plotly 7 serialises numpy arrays as base64 typed arrays; float32 halves the payload of
+  float64 and Python lists are far larger still, so every array goes in as float32 numpy.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+BLOCKED_COLOR = "#b8b8b8"  # plot background behind NaN (blocked) cells: neutral grey
+BLOCKED_NOTE = "grey ✕ = blocked (mask True)"
+WEIGHT_COLORSCALE = "Blues"  # white -> dark blue; never grey, so blocked cells stand out
+SCORE_COLORSCALE = "RdBu_r"  # diverging for signed pre-softmax scores
+MAX_TICKS = 64  # beyond this many tokens, show every n-th tick label only
+MAX_MARKED_CELLS = 48 * 48  # draw a ✕ per blocked cell only for matrices up to this size
+
+# A tiny template: plotly's default one is ~7 kB per figure, and Streamlit replaces the
+# template with its own theme anyway.
+_TEMPLATE = go.layout.Template(
+    layout=dict(
+        font=dict(size=12),
+        paper_bgcolor="white",
+        plot_bgcolor="white",
+        margin=dict(l=60, r=20, t=50, b=50),
+        hoverlabel=dict(namelength=-1),
+    )
+)
+
+
+def f32(a) -> np.ndarray:
+    """Contiguous float32 copy/view: the compact typed-array encoding in the figure JSON."""
+    return np.ascontiguousarray(a, dtype=np.float32)
+
+
+def _short(token, limit: int = 12) -> str:
+    t = str(token)
+    return t if len(t) <= limit else t[: limit - 1] + "…"
+
+
+def unique_labels(tokens: Sequence[str]) -> list[str]:
+    """``["the", "cat", "the"] -> ["0·the", "1·cat", "2·the"]``: position-prefixed, so unique.
+
+    Long tokens are cut to 12 characters: the label only has to be unique and readable.
+    """
+    return [f"{i}·{_short(t)}" for i, t in enumerate(tokens)]
+
+
+def json_bytes(a: np.ndarray) -> int:
+    """Bytes a float32 array takes in fig.to_json(): base64, plus 5 per "/" that plotly
+    escapes as "\\u002f"."""
+    b64 = base64.b64encode(f32(a).tobytes())
+    return len(b64) + 5 * b64.count(b"/")
+
+
+def tick_subset(labels: Sequence[str], tokens: Sequence[str], max_ticks: int = MAX_TICKS):
+    """(tickvals, ticktext) showing every token, or every n-th one for long inputs."""
+    step = max(1, math.ceil(len(labels) / max_ticks))
+    idx = range(0, len(labels), step)
+    return [labels[i] for i in idx], [str(tokens[i]) for i in idx]
+
+
+def token_axis(labels: Sequence[str], tokens: Sequence[str], title: str, reversed_: bool = False,
+               max_ticks: int = MAX_TICKS) -> dict:
+    """Layout dict of a categorical token axis (unique labels, bare tokens as tick text)."""
+    tickvals, ticktext = tick_subset(labels, tokens, max_ticks)
+    # No categoryarray: the first trace's data order already fixes the category order, and
+    # repeating 512 labels would cost ~8 kB per axis.
+    axis = dict(type="category", title=title, tickmode="array", tickvals=tickvals,
+                ticktext=ticktext, showgrid=False, zeroline=False)
+    if reversed_:
+        axis["autorange"] = "reversed"  # matrix orientation: first query row at the top
+    return axis
+
+
+def base_layout(fig: go.Figure, title: str | None = None, **kw) -> go.Figure:
+    fig.update_layout(template=_TEMPLATE, title=title, **kw)
+    return fig
+
+
+def pool2d(m: np.ndarray, max_size: int = 64, how: str = "max",
+           factor: int | None = None) -> np.ndarray:
+    """Block-pool a [q, k] matrix so that each side is <= max_size (or by a given factor).
+
+    Max pooling keeps thin structure (diagonals, a single sink column) visible in a
+    thumbnail; mean pooling keeps mass. NaN cells (blocked) are ignored; an all-NaN block
+    stays NaN.
+    """
+    m = np.asarray(m, dtype=np.float32)
+    if factor is not None:
+        fq = fk = factor
+    else:
+        fq = max(1, math.ceil(m.shape[0] / max_size))
+        fk = max(1, math.ceil(m.shape[1] / max_size))
+    if fq == 1 and fk == 1:
+        return m.copy()
+    nq, nk = math.ceil(m.shape[0] / fq), math.ceil(m.shape[1] / fk)
+    padded = np.full((nq * fq, nk * fk), np.nan, dtype=np.float32)
+    padded[: m.shape[0], : m.shape[1]] = m
+    blocks = padded.reshape(nq, fq, nk, fk)
+    all_nan = np.isnan(blocks).all(axis=(1, 3))
+    filled = np.where(np.isnan(blocks), -np.inf if how == "max" else 0.0, blocks)
+    if how == "max":
+        out = filled.max(axis=(1, 3))
+    elif how == "mean":
+        counts = (~np.isnan(blocks)).sum(axis=(1, 3))
+        out = filled.sum(axis=(1, 3)) / np.maximum(counts, 1)
+    else:
+        raise ValueError(f"how must be 'max' or 'mean', not {how!r}")
+    out = out.astype(np.float32)
+    out[all_nan] = np.nan
+    return out
+
+
+def pool_factor(n_q: int, n_k: int, max_cells: int | None) -> int:
+    """Smallest integer f such that ceil(n_q/f) * ceil(n_k/f) <= max_cells (1 = full size)."""
+    f = 1
+    while max_cells is not None and math.ceil(n_q / f) * math.ceil(n_k / f) > max_cells:
+        f += 1
+    return f
+
+
+def pooled_labels(tokens: Sequence[str], f: int) -> tuple[list[str], list[str]]:
+    """(unique labels, tick tokens) of positions pooled f at a time: "8–15·the" / "the"."""
+    if f == 1:
+        return unique_labels(tokens), [str(t) for t in tokens]
+    starts = range(0, len(tokens), f)
+    labels = [f"{a}–{min(a + f, len(tokens)) - 1}·{_short(tokens[a])}" for a in starts]
+    return labels, [str(tokens[a]) for a in starts]
+
+
+def blocked_marks(mask: np.ndarray, xlabels: Sequence[str], ylabels: Sequence[str],
+                  xaxis: str = "x", yaxis: str = "y", showlegend: bool = True) -> go.Scatter | None:
+    """A "✕" per blocked cell, for small matrices only (large ones rely on the grey NaN).
+
+    Returns None when there is nothing to mark or the matrix is too big to mark cell by cell.
+    """
+    mask = np.asarray(mask, dtype=bool)
+    if not mask.any() or mask.size > MAX_MARKED_CELLS:
+        return None
+    qi, ki = np.nonzero(mask)
+    return go.Scatter(
+        x=[xlabels[k] for k in ki], y=[ylabels[q] for q in qi], mode="text", text="✕",
+        textfont=dict(color="#555555", size=11), name="✕ blocked (mask True)",
+        hovertemplate="%{y} → %{x}: blocked<extra></extra>", xaxis=xaxis, yaxis=yaxis,
+        showlegend=showlegend,
+    )
+
+
+def check_matrix(m: np.ndarray, query_tokens: Sequence[str], key_tokens: Sequence[str]) -> None:
+    if m.ndim != 2 or m.shape != (len(query_tokens), len(key_tokens)):
+        raise ValueError(
+            f"matrix shape {m.shape} does not match {len(query_tokens)} query tokens x "
+            f"{len(key_tokens)} key tokens"
+        )

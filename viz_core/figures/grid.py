@@ -1,0 +1,127 @@
+"""Layer x head grid: every head of one block kind as a small thumbnail, clickable.
+
+Drawn as ONE heatmap of tiled thumbnails (rows = layers top to bottom, columns = heads)
+instead of layers*heads subplots: one trace and two axes keep the JSON small and fast.
+
+Which cell was clicked: Streamlit's ``st.plotly_chart(on_select="rerun")`` reports no
+selection for heatmaps (streamlit/streamlit#8760), so a transparent scatter trace named
+"cells" lays a 4 x 4 lattice of invisible markers over every thumbnail, each with
+``customdata = [layer, head]``. A click anywhere on a thumbnail lands on one of them.
+The page reads it with ``selected_cell(event.selection)``::
+
+    event = st.plotly_chart(fig, on_select="rerun", selection_mode="points", key="grid")
+    cell = selected_cell(event.selection)   # (layer, head) or None
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import plotly.graph_objects as go
+
+from ..trace import AttentionTrace
+from .common import WEIGHT_COLORSCALE, base_layout, f32, pool2d
+
+LATTICE = 4  # clickable markers per thumbnail side
+
+
+def tile_patterns(patterns: np.ndarray, max_size: int = 64, how: str = "max",
+                  gap: int | None = None):
+    """Pool each [q, k] of patterns [layer, head, q, k] to <= max_size and tile them.
+
+    Returns (tiled float32 [rows, cols] with NaN gaps between thumbnails, (tq, tk) thumbnail
+    size, gap).
+    """
+    p = np.asarray(patterns, dtype=np.float32)
+    n_layers, n_heads = p.shape[:2]
+    thumbs = [[pool2d(p[lay, h], max_size, how) for h in range(n_heads)]
+              for lay in range(n_layers)]
+    tq, tk = thumbs[0][0].shape
+    if gap is None:
+        gap = max(1, round(max(tq, tk) / 16))  # a visible gutter, small for tiny inputs
+    tiled = np.full((n_layers * (tq + gap) - gap, n_heads * (tk + gap) - gap), np.nan,
+                    dtype=np.float32)
+    for lay in range(n_layers):
+        for h in range(n_heads):
+            r, c = lay * (tq + gap), h * (tk + gap)
+            tiled[r: r + tq, c: c + tk] = thumbs[lay][h]
+    return tiled, (tq, tk), gap
+
+
+def layer_head_grid(
+    patterns: np.ndarray,
+    *,
+    title: str | None = None,
+    max_size: int = 64,
+    how: str = "max",
+    layers: list[int] | None = None,
+) -> go.Figure:
+    """Thumbnails of patterns [layer, head, q, k]; colour scale fixed to [0, 1].
+
+    Thumbnails longer than max_size per side are pooled (how="max" keeps thin diagonals and
+    sink columns visible). `layers` gives the layer numbers of the rows (default 0..L-1).
+    """
+    p = np.asarray(patterns)
+    if p.ndim != 4:
+        raise ValueError(f"patterns must be [layer, head, q, k], got shape {p.shape}")
+    n_layers, n_heads = p.shape[:2]
+    layers = list(range(n_layers)) if layers is None else list(layers)
+    tiled, (tq, tk), gap = tile_patterns(p, max_size, how)
+    fig = go.Figure(
+        go.Heatmap(z=tiled, colorscale=WEIGHT_COLORSCALE, zmin=0.0, zmax=1.0, hoverinfo="skip",
+                   colorbar=dict(title=dict(text="weight"), thickness=12), name="thumbnails")
+    )
+    # Click targets: LATTICE x LATTICE markers per thumbnail, each carrying (layer, head).
+    frac = (np.arange(LATTICE) + 0.5) / LATTICE
+    xs, ys, custom = [], [], []
+    for li, lay in enumerate(layers):
+        for h in range(n_heads):
+            x0, y0 = h * (tk + gap) - 0.5, li * (tq + gap) - 0.5
+            for fy in frac:
+                for fx in frac:
+                    xs.append(x0 + fx * tk)
+                    ys.append(y0 + fy * tq)
+                    custom.append([int(lay), h])
+    fig.add_trace(go.Scatter(
+        x=f32(xs), y=f32(ys), customdata=custom, mode="markers", name="cells",
+        marker=dict(size=max(6, 40 // LATTICE), color="rgba(0,0,0,0)"),
+        hovertemplate="layer %{customdata[0]}, head %{customdata[1]}<extra></extra>",
+        showlegend=False,
+    ))
+    fig.update_xaxes(tickmode="array", tickvals=[h * (tk + gap) + (tk - 1) / 2
+                                                 for h in range(n_heads)],
+                     ticktext=[f"H{h}" for h in range(n_heads)], side="top", showgrid=False,
+                     zeroline=False, range=[-0.5, tiled.shape[1] - 0.5])
+    fig.update_yaxes(tickmode="array", tickvals=[li * (tq + gap) + (tq - 1) / 2
+                                                 for li in range(n_layers)],
+                     ticktext=[f"L{lay}" for lay in layers], autorange="reversed",
+                     showgrid=False, zeroline=False, scaleanchor="x", scaleratio=1)
+    base_layout(fig, title, plot_bgcolor="white", dragmode=False, clickmode="event+select",
+                height=max(260, 70 * n_layers + 80))
+    return fig
+
+
+def trace_grid(trace: AttentionTrace, kind: str, **kw) -> go.Figure:
+    """Convenience wrapper: all layers x heads of one block kind of a trace."""
+    blocks = trace.layers(kind)
+    if not blocks:
+        raise ValueError(f"trace has no {kind} blocks; it has {trace.kinds()}")
+    kw.setdefault("title", f"{kind}: layers × heads (click a head)")
+    return layer_head_grid(np.stack([b.pattern for b in blocks]),
+                           layers=[b.layer for b in blocks], **kw)
+
+
+def selected_cell(selection) -> tuple[int, int] | None:
+    """(layer, head) of the first clicked point of a layer_head_grid, or None.
+
+    `selection` is ``event.selection`` from st.plotly_chart(..., on_select="rerun") (a
+    dict-like with "points"); each point of the "cells" trace has customdata [layer, head].
+    """
+    points = selection.get("points", []) if isinstance(selection, Mapping) else (
+        getattr(selection, "points", None) or [])
+    for pt in points:
+        cd = pt.get("customdata") if isinstance(pt, Mapping) else None
+        if isinstance(cd, (list, tuple)) and len(cd) >= 2:
+            return int(cd[0]), int(cd[1])
+    return None

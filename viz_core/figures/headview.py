@@ -1,0 +1,117 @@
+"""Head view (in the spirit of BertViz): query tokens on the left, key tokens on the right,
+joined by lines whose opacity is the attention weight, one colour per head.
+
+Efficiency: every line of one head whose weight falls in the same opacity bucket goes into a
+single trace as NaN-separated segments, so a head costs at most N_BUCKETS traces, not one
+trace per edge. Long inputs draw only the strongest edges (top-k keys per query, above a
+threshold) within an edge budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from ..trace import BlockTrace
+from .common import base_layout, f32
+
+HEAD_COLORS = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
+    "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939",
+    "#8c6d31", "#843c39", "#7b4173", "#3182bd",
+)
+N_BUCKETS = 5  # opacity levels: weights in [0, .2), [.2, .4), ... [.8, 1]
+MAX_EDGES = 20_000  # all heads together; decides the automatic top-k for long inputs
+
+
+def bucket_of(weight: np.ndarray, n_buckets: int = N_BUCKETS) -> np.ndarray:
+    """Opacity bucket index of each weight in [0, 1]."""
+    return np.minimum((np.asarray(weight) * n_buckets).astype(int), n_buckets - 1)
+
+
+def bucket_opacity(bucket: int, n_buckets: int = N_BUCKETS) -> float:
+    """Opacity of a bucket: its midpoint weight, floored so faint lines stay visible."""
+    return max(0.08, (bucket + 0.5) / n_buckets)
+
+
+def select_edges(pattern_head: np.ndarray, top_k: int | None, threshold: float):
+    """(q, k, w) arrays of the edges to draw for one head [q, k]."""
+    p = np.asarray(pattern_head, dtype=np.float32)
+    keep = p > threshold
+    if top_k is not None and top_k < p.shape[1]:
+        # k-th largest per row; ties at the cut may keep a few more than top_k
+        kth = -np.partition(-p, top_k - 1, axis=1)[:, top_k - 1: top_k]
+        keep &= p >= kth
+    q, k = np.nonzero(keep)
+    return q, k, p[q, k]
+
+
+def head_view(
+    pattern: np.ndarray,
+    query_tokens: Sequence[str],
+    key_tokens: Sequence[str],
+    *,
+    heads: Sequence[int] | None = None,
+    top_k: int | None = None,
+    threshold: float = 0.0,
+    max_edges: int = MAX_EDGES,
+    title: str | None = None,
+) -> go.Figure:
+    """Head view of one block: pattern [head, q, k].
+
+    heads: which heads to draw (default all). top_k: keys per query to keep; None = all
+    when they fit in max_edges, otherwise the largest k that fits. threshold: drop weights
+    <= threshold. Each line trace has meta {"head": h, "bucket": b}; its segments are
+    (x=0, y=q) -> (x=1, y=k) separated by NaN.
+    """
+    p = np.asarray(pattern, dtype=np.float32)
+    n_heads, nq, nk = p.shape
+    if (nq, nk) != (len(query_tokens), len(key_tokens)):
+        raise ValueError(f"pattern {p.shape} does not match the token lists")
+    heads = list(range(n_heads)) if heads is None else [int(h) for h in heads]
+    if top_k is None and nq * nk * max(1, len(heads)) > max_edges:
+        top_k = max(1, max_edges // (nq * max(1, len(heads))))
+    fig = go.Figure()
+    for h in heads:
+        color = HEAD_COLORS[h % len(HEAD_COLORS)]
+        q, k, w = select_edges(p[h], top_k, threshold)
+        buckets = bucket_of(w)
+        first = True
+        for b in range(N_BUCKETS):
+            sel = buckets == b
+            if not sel.any():
+                continue
+            n = int(sel.sum())
+            xs = np.tile(np.array([0.0, 1.0, np.nan], dtype=np.float32), n)
+            ys = np.empty(3 * n, dtype=np.float32)
+            ys[0::3], ys[1::3], ys[2::3] = q[sel], k[sel], np.nan
+            fig.add_trace(go.Scatter(
+                x=xs, y=ys, mode="lines", opacity=bucket_opacity(b),
+                line=dict(color=color, width=2), name=f"head {h}", legendgroup=f"head {h}",
+                showlegend=first, hoverinfo="skip", meta={"head": h, "bucket": b},
+            ))
+            first = False
+    # Token columns: text markers, hover names the token and its position.
+    for x, toks, side in ((0.0, query_tokens, "query"), (1.0, key_tokens, "key")):
+        fig.add_trace(go.Scatter(
+            x=f32(np.full(len(toks), x)), y=f32(np.arange(len(toks))), mode="text",
+            text=[str(t) for t in toks], textposition="middle left" if x == 0 else
+            "middle right", name=f"{side} tokens", showlegend=False,
+            hovertemplate=f"{side} %{{y}}: %{{text}}<extra></extra>",
+        ))
+    n = max(nq, nk)
+    fig.update_xaxes(visible=False, range=[-0.6, 1.6])
+    fig.update_yaxes(visible=False, autorange="reversed")  # first token at the top
+    note = f" · top {top_k} keys per query" if top_k is not None and top_k < nk else ""
+    note += f" · weights > {threshold:g}" if threshold > 0 else ""
+    base_layout(fig, (title or "Head view") + note, height=min(4000, max(300, 18 * n + 100)),
+                legend=dict(title="heads", itemclick="toggle", itemdoubleclick="toggleothers"))
+    return fig
+
+
+def block_head_view(block: BlockTrace, heads: Sequence[int] | None = None, **kw) -> go.Figure:
+    """Convenience wrapper: head view of one BlockTrace."""
+    kw.setdefault("title", f"{block.name} · head view")
+    return head_view(block.pattern, block.query_tokens, block.key_tokens, heads=heads, **kw)

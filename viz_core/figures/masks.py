@@ -1,0 +1,155 @@
+"""Masks: padding for a batch of sentences, causal, their union, and what masking does to
+the scores (before masking, after masking, after softmax).
+
+Convention (shared/DESIGN.md): bool, True = blocked. A padding mask blocks PAD *columns*
+(keys) for every query row; a causal mask blocks keys after the query. Blocked cells are
+drawn grey with a ✕ (small matrices), never as a colour extreme, and every figure says
+"True = blocked".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ..analysis import masked_softmax
+from .common import (
+    BLOCKED_COLOR,
+    SCORE_COLORSCALE,
+    WEIGHT_COLORSCALE,
+    base_layout,
+    blocked_marks,
+    f32,
+    pool2d,
+    pool_factor,
+    pooled_labels,
+    token_axis,
+    unique_labels,
+)
+
+MASK_COLORSCALE = [[0.0, "#ffffff"], [0.5, "#ffffff"], [0.5, "#8c2d2d"], [1.0, "#8c2d2d"]]
+MASK_NOTE = "True = blocked (dark red ✕); False = allowed (white)"
+MAX_CELLS_PER_PANEL = 90_000  # three float32 panels of this size stay well under 1.5 MB
+
+
+def padding_mask(lengths: Sequence[int], max_len: int | None = None) -> np.ndarray:
+    """bool [batch, max_len, max_len]: key column j is blocked for every row when j >= length."""
+    lengths = np.asarray(lengths, dtype=int)
+    n = int(lengths.max()) if max_len is None else int(max_len)
+    is_pad = np.arange(n)[None, :] >= lengths[:, None]  # (B, K)
+    return np.broadcast_to(is_pad[:, None, :], (len(lengths), n, n)).copy()  # (B, Q, K)
+
+
+def causal_mask(n: int) -> np.ndarray:
+    """bool [n, n]: True where key k lies after query q (k > q)."""
+    return np.triu(np.ones((n, n), dtype=bool), k=1)
+
+
+def pad_batch(sentences: Sequence[Sequence[str]], pad: str = "<pad>") -> list[list[str]]:
+    """Right-pad token lists to the longest one."""
+    n = max(len(s) for s in sentences)
+    return [list(s) + [pad] * (n - len(s)) for s in sentences]
+
+
+def mask_panels(masks: Sequence[np.ndarray], titles: Sequence[str],
+                query_tokens: Sequence[Sequence[str]], key_tokens: Sequence[Sequence[str]],
+                title: str | None = None) -> go.Figure:
+    """Side-by-side mask matrices (z = 1 where True = blocked), one panel per mask."""
+    fig = make_subplots(rows=1, cols=len(masks), subplot_titles=list(titles),
+                        horizontal_spacing=0.06)
+    for i, (m, qt, kt) in enumerate(zip(masks, query_tokens, key_tokens, strict=True), start=1):
+        m = np.asarray(m, dtype=bool)
+        xl, yl = unique_labels(kt), unique_labels(qt)
+        fig.add_trace(go.Heatmap(
+            z=m.astype(np.uint8), x=xl, y=yl, colorscale=MASK_COLORSCALE, zmin=0, zmax=1,
+            showscale=False, name="mask", xgap=1 if m.size <= 64 * 64 else 0,
+            ygap=1 if m.size <= 64 * 64 else 0,
+            hovertemplate="%{y} → %{x}: %{z} (1 = True = blocked)<extra></extra>"),
+            row=1, col=i)
+        axis_id = "" if i == 1 else str(i)
+        marks = blocked_marks(m, xl, yl, xaxis=f"x{axis_id}", yaxis=f"y{axis_id}",
+                              showlegend=False)
+        if marks is not None:
+            marks.textfont.color = "white"
+            fig.add_trace(marks, row=1, col=i)
+        fig.update_xaxes(**token_axis(xl, kt, "key"), side="bottom", row=1, col=i)
+        fig.update_yaxes(**token_axis(yl, qt, "query" if i == 1 else "", reversed_=True),
+                         row=1, col=i)
+    base_layout(fig, f"{title or 'Masks'}   <sup>{MASK_NOTE}</sup>", showlegend=False,
+                height=max(320, min(900, 22 * max(len(q) for q in query_tokens) + 140)))
+    return fig
+
+
+def padding_batch_figure(sentences: Sequence[Sequence[str]], pad: str = "<pad>",
+                         causal: bool = False) -> go.Figure:
+    """One padding-mask panel per sentence of a right-padded batch (union with causal if
+    asked). Panel i's z equals padding_mask(lengths)[i] (| causal_mask)."""
+    padded = pad_batch(sentences, pad)
+    masks = padding_mask([len(s) for s in sentences], len(padded[0]))
+    if causal:
+        masks = masks | causal_mask(len(padded[0]))[None]
+    titles = [f"sentence {i} (len {len(s)})" for i, s in enumerate(sentences)]
+    return mask_panels(list(masks), titles, padded, padded,
+                       title="Padding mask" + (" ∪ causal" if causal else "") + " per sentence")
+
+
+def mask_union_figure(tokens: Sequence[str], length: int | None = None) -> go.Figure:
+    """Padding, causal and their union for one padded sentence of `tokens` whose first
+    `length` tokens are real (the rest padding)."""
+    n = len(tokens)
+    length = n if length is None else length
+    pad = padding_mask([length], n)[0]
+    causal = causal_mask(n)
+    return mask_panels([pad, causal, pad | causal],
+                       ["padding (PAD keys)", "causal (k > q)", "union (decoder self)"],
+                       [tokens] * 3, [tokens] * 3, title="Padding, causal and their union")
+
+
+def masking_steps_figure(scores: np.ndarray, mask: np.ndarray, query_tokens: Sequence[str],
+                         key_tokens: Sequence[str], title: str | None = None) -> go.Figure:
+    """Three panels: scores before masking, after masking (blocked = -inf, drawn grey ✕),
+    and softmax weights (blocked = exactly 0, also grey ✕)."""
+    s = np.asarray(scores, dtype=np.float32)
+    m = np.asarray(mask, dtype=bool)
+    weights = masked_softmax(s, m)
+    lim = float(np.max(np.abs(s))) if s.size else 1.0
+    after = s.copy()
+    after[m] = np.nan  # -inf is not a colour: show it as a grey gap (the plot background)
+    w_shown = weights.copy()
+    w_shown[m] = np.nan
+    f = pool_factor(*s.shape, MAX_CELLS_PER_PANEL)  # long inputs: mean-pool f x f
+    if f > 1:
+        s, after, w_shown = (pool2d(a, how="mean", factor=f) for a in (s, after, w_shown))
+        m = np.isnan(after)
+        title = f"{title or 'Masking, step by step'} (mean-pooled {f}×{f})"
+    xl, kt = pooled_labels(key_tokens, f)
+    yl, qt = pooled_labels(query_tokens, f)
+    panels = [
+        (s, "1 · scores QKᵀ/√d_k", SCORE_COLORSCALE, -lim, lim, "score", 0.29),
+        (after, "2 · masked: blocked → −∞", SCORE_COLORSCALE, -lim, lim, "score", 0.29),
+        (w_shown, "3 · softmax weights", WEIGHT_COLORSCALE, 0.0, 1.0, "weight", 1.0),
+    ]
+    fig = make_subplots(rows=1, cols=3, subplot_titles=[p[1] for p in panels],
+                        horizontal_spacing=0.08)
+    for i, (z, _, cs, lo, hi, name, cb_x) in enumerate(panels, start=1):
+        fig.add_trace(go.Heatmap(
+            z=f32(z), x=xl, y=yl, colorscale=cs, zmin=lo, zmax=hi, name=name,
+            hoverongaps=False, showscale=i != 2,
+            colorbar=dict(x=cb_x + 0.02 if i == 1 else 1.01, thickness=10, len=0.9),
+            hovertemplate="%{y} → %{x}: %{z:.4f}<extra>" + name + "</extra>"), row=1, col=i)
+        if i > 1:
+            axis_id = str(i)
+            marks = blocked_marks(m, xl, yl, xaxis=f"x{axis_id}", yaxis=f"y{axis_id}",
+                                  showlegend=False)
+            if marks is not None:
+                fig.add_trace(marks, row=1, col=i)
+        fig.update_xaxes(**token_axis(xl, kt, "key"), row=1, col=i)
+        fig.update_yaxes(**token_axis(yl, qt, "query" if i == 1 else "", reversed_=True),
+                         row=1, col=i)
+    base_layout(fig, f"{title or 'Masking, step by step'}   <sup>grey ✕ = True = blocked</sup>",
+                plot_bgcolor=BLOCKED_COLOR, showlegend=False,
+                height=max(340, min(900, 22 * len(yl) + 140)))
+    return fig

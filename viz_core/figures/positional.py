@@ -1,0 +1,121 @@
+"""Positional encodings: curves per dimension, a position x dimension heatmap, wavelengths,
+and the PE(p)·PE(q) similarity matrix.
+
+Everything accepts any [pos, d_model] table (trace.positional of sinusoidal or learned
+models). `sinusoidal_table` is the closed form of the paper in numpy; the model's own
+torch version is viz_core.model.positional.sinusoidal_encoding (the tests check that both
+agree), kept separate so that building figures never imports torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from .common import SCORE_COLORSCALE, base_layout, f32
+from .heatmap import MAX_CELLS_SIGNED, matrix_heatmap
+
+
+def sinusoidal_table(length: int, d_model: int) -> np.ndarray:
+    """float32 [length, d_model]: PE[p, 2i] = sin(p / 10000^(2i/d)), PE[p, 2i+1] = cos(same)."""
+    pos = np.arange(length, dtype=np.float64)[:, None]
+    two_i = (np.arange(d_model) // 2 * 2).astype(np.float64)  # 0, 0, 2, 2, 4, 4, ...
+    angle = pos / np.power(10000.0, two_i / d_model)
+    pe = np.where(np.arange(d_model) % 2 == 0, np.sin(angle), np.cos(angle))
+    return pe.astype(np.float32)
+
+
+def sinusoidal_wavelengths(d_model: int) -> np.ndarray:
+    """Wavelength of each dimension: 2*pi*10000^(2i/d), from 2*pi up to (almost) 10000*2*pi."""
+    two_i = np.arange(d_model) // 2 * 2
+    return 2 * np.pi * np.power(10000.0, two_i / d_model)
+
+
+def dominant_wavelengths(table: np.ndarray) -> np.ndarray:
+    """Estimated wavelength (in positions) of each dimension of ANY table [pos, d]: the
+    period of the strongest non-constant Fourier component. Only periods up to the table
+    length can be seen; a dimension with no variation gets NaN."""
+    t = np.asarray(table, dtype=np.float64)
+    n = t.shape[0]
+    spec = np.abs(np.fft.rfft(t - t.mean(axis=0), axis=0))[1:]  # drop the constant term
+    if spec.size == 0:
+        return np.full(t.shape[1], np.nan)
+    freq = np.argmax(spec, axis=0) + 1  # cycles per table length
+    out = n / freq.astype(np.float64)
+    out[spec.max(axis=0) < 1e-9] = np.nan
+    return out
+
+
+def pe_similarity(table: np.ndarray, normalize: bool = False) -> np.ndarray:
+    """PE(p)·PE(q) for all position pairs, float32 [pos, pos] (cosine if normalize).
+
+    For sinusoids the dot product is sum_i cos((p - q) * w_i): it depends only on p - q.
+    """
+    t = np.asarray(table, dtype=np.float64)
+    if normalize:
+        t = t / np.maximum(np.linalg.norm(t, axis=1, keepdims=True), 1e-12)
+    return (t @ t.T).astype(np.float32)
+
+
+def positional_curves(table: np.ndarray, dims: Sequence[int], title: str | None = None
+                      ) -> go.Figure:
+    """One line per chosen dimension over positions (even = sin, odd = cos for sinusoids)."""
+    t = np.asarray(table)
+    pos = f32(np.arange(t.shape[0]))
+    fig = go.Figure()
+    for d in dims:
+        fig.add_trace(go.Scatter(
+            x=pos, y=f32(t[:, d]), mode="lines", name=f"dim {d}", meta={"dim": int(d)},
+            hovertemplate=f"dim {d}, pos %{{x}}: %{{y:.4f}}<extra></extra>"))
+    fig.update_xaxes(title="position")
+    fig.update_yaxes(title="PE value")
+    return base_layout(fig, title or "Positional encoding by dimension")
+
+
+def positional_heatmap(table: np.ndarray, title: str | None = None) -> go.Figure:
+    """Position (rows, top to bottom) x dimension (columns) heatmap."""
+    t = f32(table)
+    lim = float(np.max(np.abs(t))) if t.size else 1.0
+    fig = go.Figure(go.Heatmap(
+        z=t, colorscale=SCORE_COLORSCALE, zmin=-lim, zmax=lim,
+        hovertemplate="pos %{y}, dim %{x}: %{z:.4f}<extra></extra>",
+        colorbar=dict(thickness=12)))
+    fig.update_xaxes(title="dimension")
+    fig.update_yaxes(title="position", autorange="reversed")
+    return base_layout(fig, title or "Positional encoding: position × dimension")
+
+
+def wavelength_figure(table: np.ndarray | None = None, d_model: int | None = None,
+                      title: str | None = None) -> go.Figure:
+    """Wavelength per dimension on a log axis.
+
+    With d_model (a sinusoidal model): the closed form, 2*pi to 10000*2*pi. With only a
+    table: the estimated dominant period of each dimension (labelled as an estimate).
+    """
+    if d_model is not None:
+        wl, name = sinusoidal_wavelengths(d_model), "wavelength 2π·10000^(2i/d)"
+    elif table is not None:
+        wl, name = dominant_wavelengths(table), "estimated dominant period"
+    else:
+        raise ValueError("give a table or d_model")
+    fig = go.Figure(go.Scatter(
+        x=f32(np.arange(len(wl))), y=f32(wl), mode="markers+lines", name=name,
+        hovertemplate="dim %{x}: %{y:.4g} positions<extra></extra>"))
+    fig.update_xaxes(title="dimension")
+    fig.update_yaxes(title="wavelength (positions)", type="log")
+    return base_layout(fig, title or name)
+
+
+def similarity_figure(table: np.ndarray, normalize: bool = False, title: str | None = None
+                      ) -> go.Figure:
+    """PE(p)·PE(q) heatmap. Constant along diagonals for sinusoids (depends on p - q only)."""
+    sim = pe_similarity(table, normalize)
+    lim = float(np.max(np.abs(sim))) if sim.size else 1.0
+    labels = [str(p) for p in range(sim.shape[0])]
+    return matrix_heatmap(
+        sim, labels, labels, title=title or ("cos(PE(p), PE(q))" if normalize
+                                             else "PE(p) · PE(q)"),
+        value_name="similarity", colorscale=SCORE_COLORSCALE, zmin=-lim, zmax=lim,
+        x_title="position q", y_title="position p", max_cells=MAX_CELLS_SIGNED)
