@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -19,7 +20,15 @@ def shipped_models() -> list[str]:
 
 
 def is_native_dir(path: Path) -> bool:
-    return (path / "config.json").is_file() and (path / "vocab.json").is_file()
+    """config.json + vocab.json, and not a Hugging Face folder (Marian, GPT-2 and BART
+    tokenizers also write vocab.json; every HF config.json has "model_type", ours never)."""
+    if not ((path / "config.json").is_file() and (path / "vocab.json").is_file()):
+        return False
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return True  # let the native loader report the broken file
+    return not (isinstance(config, dict) and "model_type" in config)
 
 
 def load(name_or_path: str, device: str = "auto"):

