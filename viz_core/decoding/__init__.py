@@ -1,0 +1,98 @@
+"""Decoding over any backend: beam search (beam_size=1: greedy) recording the search tree.
+
+    tree = beam_search(model, "9 may 2018", beam_size=4, max_len=16)
+
+The algorithm lives in search.py (its docstring defines the scores, identical to Hugging
+Face's `sequences_scores`); the model-specific steps in steppers.py.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..beam_tree import BeamTree
+from ..errors import InputError
+from .search import NEG, make_tree, run_search
+from .steppers import HFStepper, NativeStepper, Stepper, hf_stepper_for
+
+__all__ = ["NEG", "HFStepper", "NativeStepper", "Stepper", "beam_search", "search_with"]
+
+MAX_BEAM, MAX_LEN = 16, 256
+
+
+def _check(beam_size, max_len, num_return, length_penalty, early_stopping) -> int:
+    if isinstance(beam_size, bool) or not isinstance(beam_size, int) or not 1 <= beam_size <= MAX_BEAM:
+        raise InputError(f"Beam size must be a whole number from 1 to {MAX_BEAM}, not {beam_size!r}.")
+    if isinstance(max_len, bool) or not isinstance(max_len, int) or not 1 <= max_len <= MAX_LEN:
+        raise InputError(f"Maximum length must be a whole number from 1 to {MAX_LEN}, "
+                         f"not {max_len!r}.")
+    if num_return is None:
+        num_return = beam_size
+    if isinstance(num_return, bool) or not isinstance(num_return, int) or not 1 <= num_return <= beam_size:
+        raise InputError(f"Number of results must be from 1 to the beam size ({beam_size}), "
+                         f"not {num_return!r}.")
+    if isinstance(length_penalty, bool) or not isinstance(length_penalty, int | float) \
+            or not math.isfinite(length_penalty):
+        raise InputError(f"Length penalty must be a finite number, not {length_penalty!r}.")
+    if not (early_stopping is True or early_stopping is False or early_stopping == "never"):
+        raise InputError(f"early_stopping must be True, False or 'never', not {early_stopping!r}.")
+    return num_return
+
+
+def beam_search(model, source: str, beam_size: int = 4, max_len: int = 32,
+                length_penalty: float = 1.0, early_stopping: bool | str = False,
+                num_return: int | None = None, prefix: str | None = None,
+                ablate: dict | None = None) -> BeamTree:
+    """Beam search over a native or Hugging Face backend, recording every candidate.
+
+    source: the input (encoder-decoder) or the prompt (decoder-only; hypotheses hold only
+    the continuation). max_len: most generated tokens, EOS and forced prefix included.
+    num_return: size of the n-best list (default beam_size). prefix: a text whose tokens
+    are forced as the first generated tokens. ablate: {"decoder.0.cross": [heads]} heads
+    zeroed during the search (native models).
+    """
+    num_return = _check(beam_size, max_len, num_return, length_penalty, early_stopping)
+    if not isinstance(source, str) or not source.strip():
+        raise InputError("The input is empty: type some text.")
+    if getattr(model, "kind", None) == "encoder-only":
+        raise InputError("This model has no decoder: it cannot generate text.")
+    warnings: list[str] = []
+    if hasattr(model, "hf_model"):
+        if ablate:
+            raise InputError("Head ablation during beam search needs a native model.")
+        stepper = hf_stepper_for(model, source, prefix, max_new=max_len, beams=beam_size,
+                                 length_penalty=float(length_penalty),
+                                 early_stopping=early_stopping, warnings=warnings)
+    else:
+        stepper = NativeStepper(model, source, prefix, ablate, warnings)
+    settings = {"beam_size": beam_size, "max_len": max_len, "length_penalty": length_penalty,
+                "early_stopping": early_stopping, "num_return": num_return, "prefix": prefix,
+                "ablate": {k: sorted(int(h) for h in v) for k, v in (ablate or {}).items()},
+                "model": getattr(model, "name", ""), "family": getattr(model, "family", "")}
+    return search_with(stepper, settings, warnings)
+
+
+def search_with(stepper: Stepper, settings: dict, warnings: list[str] | None = None) -> BeamTree:
+    """Run the search on a ready stepper; settings as recorded by beam_search."""
+    warnings = list(warnings or [])
+    max_new = min(settings["max_len"], stepper.room)
+    if max_new < 1:
+        raise InputError("The input leaves no room to generate: shorten it.")
+    if max_new < settings["max_len"] and not warnings:
+        warnings.append(f"This model's positions allow only {max_new} new tokens.")
+    prefix_ids = list(stepper.prefix_ids)
+    if settings.get("prefix") and not prefix_ids:
+        warnings.append("The forced prefix has no tokens this model knows: ignored.")
+    if len(prefix_ids) >= max_new:
+        raise InputError(f"The forced prefix has {len(prefix_ids)} tokens: it must be shorter "
+                         f"than the maximum length ({max_new}).")
+    num_return = settings.get("num_return") or settings["beam_size"]
+    nodes, hyps, info = run_search(
+        stepper, beam_size=settings["beam_size"], max_new=max_new,
+        length_penalty=float(settings["length_penalty"]),
+        early_stopping=settings["early_stopping"], num_return=num_return,
+        prefix_ids=prefix_ids)
+    settings = {**settings, "num_return": num_return, "max_new": max_new,
+                "prefix_ids": prefix_ids, "logits_processors": list(stepper.processors),
+                "warnings": warnings, **info}
+    return make_tree(stepper, nodes, hyps, settings)
