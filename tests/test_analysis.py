@@ -138,6 +138,21 @@ def test_js_divergence_self_zero_symmetric_bounded(seed, heads, n):
     assert (m >= -1e-7).all() and (m <= math.log(2) + 1e-6).all()
 
 
+def test_js_divergence_matches_the_kl_definition():
+    rng = np.random.default_rng(4)
+    p = A.masked_softmax(rng.normal(size=(3, 5, 6)) * 2, None).astype(np.float64)
+
+    def kl(a, b):
+        return float(np.sum(a * np.log(a / b)))
+
+    m, _ = A.js_divergence_matrix(p)
+    for i in range(3):
+        for j in range(3):
+            rows = [0.5 * kl(p[i, r], (p[i, r] + p[j, r]) / 2)
+                    + 0.5 * kl(p[j, r], (p[i, r] + p[j, r]) / 2) for r in range(5)]
+            assert m[i, j] == pytest.approx(np.mean(rows), abs=1e-6)
+
+
 def test_js_divergence_of_disjoint_heads_is_ln2_and_cluster_order_groups():
     n = 4
     eye, prev = np.eye(n, dtype=np.float32), np.roll(np.eye(n, dtype=np.float32), 1, axis=1)

@@ -171,32 +171,33 @@ def rollout(patterns: np.ndarray, cumulative: bool = False) -> np.ndarray:
 # --------------------------------------------------------------------------- head similarity
 
 
-def _js_rows(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Jensen-Shannon divergence (nats, in [0, ln 2]) between matching rows of p and q."""
-    m = 0.5 * (p + q)
-
-    def kl(a, b):
-        safe = (a > 0) & (b > 0)
-        return np.where(safe, a * np.log(np.where(safe, a, 1.0) / np.where(safe, b, 1.0)),
-                        0.0).sum(axis=-1)
-
-    return 0.5 * kl(p, m) + 0.5 * kl(q, m)
+def _row_entropy(p: np.ndarray) -> np.ndarray:
+    """-sum_k p log p over the last axis (0 log 0 = 0)."""
+    logp = np.log(p, out=np.zeros_like(p), where=p > 0)
+    return -(p * logp).sum(axis=-1)
 
 
-def js_divergence_matrix(patterns: np.ndarray, labels: Sequence[str] | None = None):
+def js_divergence_matrix(patterns: np.ndarray, labels: Sequence[str] | None = None,
+                         max_rows: int | None = 64):
     """Pairwise JS divergence between heads, each compared row by row and averaged over rows.
 
-    patterns: [n_heads_total, q, k] (e.g. trace.stack(kind).reshape(-1, q, k)).
+    patterns: [n_heads_total, q, k] (e.g. trace_head_patterns(trace, kind)).
     Returns (matrix float32 [n, n], symmetric with zero diagonal, labels).
-    Rows that are fully blocked in either head are skipped.
+    Rows that are fully blocked in either head are skipped. For long inputs only max_rows
+    evenly spaced query rows are compared (the cost is heads^2 * rows * keys).
     """
     p = np.asarray(patterns, dtype=np.float64)
+    if max_rows is not None and p.shape[1] > max_rows:
+        p = p[:, np.linspace(0, p.shape[1] - 1, max_rows).round().astype(int)]
     n = p.shape[0]
     labels = list(labels) if labels is not None else [f"head {i}" for i in range(n)]
     live = _live_rows(p)
+    h = _row_entropy(p)  # [n, q]
     out = np.zeros((n, n))
-    for i in range(n):
-        js = _js_rows(p[i][None], p[i + 1:])  # [n-i-1, q]
+    for i in range(n - 1):
+        # JS(a, b) = H((a + b) / 2) - (H(a) + H(b)) / 2, row by row: one log per pair cell
+        js = _row_entropy(0.5 * (p[i][None] + p[i + 1:])) - 0.5 * (h[i][None] + h[i + 1:])
+        js = np.maximum(js, 0.0)  # rounding can leave -1e-17
         both = live[i][None] & live[i + 1:]
         vals = _row_mean(js, both)
         out[i, i + 1:] = vals
