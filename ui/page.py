@@ -8,8 +8,25 @@ from . import state
 from .sidebar import Selection
 
 
+def leave_legacy_page_mode() -> None:
+    """Run through app.py's st.navigation even when the first request named a page.
+
+    Streamlit treats an app with a pages/ folder as a legacy multipage app until
+    st.navigation is first called; a first request for /attention would then run the page
+    script alone, without app.py's sidebar and page list. Switch the flag and rerun once.
+    """
+    try:
+        from streamlit.runtime.pages_manager import PagesManager
+    except ImportError:  # a future Streamlit without the flag: nothing to do
+        return
+    if getattr(PagesManager, "uses_pages_directory", False):
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
 def selection() -> Selection:
     """The sidebar's choice for this run (set by app.py before the page runs)."""
+    leave_legacy_page_mode()
     sel = st.session_state.get("_selection")
     if sel is None:  # a page run on its own (tests): build the sidebar here
         from .sidebar import sidebar

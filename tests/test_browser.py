@@ -1,0 +1,95 @@
+"""The app in a real browser: Debian's chromium driven by Playwright."""
+
+from __future__ import annotations
+
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+from tests.browser_support import ARTIFACTS, CHROMIUM, launch_chromium, streamlit_server
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed"),
+]
+HOSTILE = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory):
+    from viz_core.toy import save_toy
+
+    toy = save_toy(tmp_path_factory.mktemp("ckpt") / "toy", seed=5)
+    with streamlit_server() as (base, _proc):
+        yield base, str(toy)
+
+
+@pytest.fixture(scope="module")
+def chromium_browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = launch_chromium(pw)
+        yield b
+        b.close()
+
+
+def is_base_path_probe(url: str) -> bool:
+    """Streamlit's frontend looks for its server under the page's path first
+    (/attention/_stcore/health) and falls back to the root: an expected 404."""
+    return "/_stcore/health" in url or "/_stcore/host-config" in url
+
+
+def real_errors(errors: list[str]) -> list[str]:
+    http = [e for e in errors if e.startswith("HTTP ")]
+    # "Failed to load resource" console lines carry no URL; they count only when some
+    # failed response was not one of the expected probes.
+    return [e for e in errors if not (e.startswith("Failed to load resource") and not http)]
+
+
+def open_page(browser, url):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors, dialogs = [], []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("response", lambda r: errors.append(f"HTTP {r.status} {r.url}")
+            if r.status >= 400 and not is_base_path_probe(r.url) else None)
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.goto(url)
+    return page, errors, dialogs
+
+
+def wait_chart(page):
+    page.wait_for_selector(".js-plotly-plot", timeout=60_000)
+    page.wait_for_selector("[data-testid='stStatusWidget']", state="detached", timeout=60_000)
+
+
+def test_attention_page_renders_and_updates(app_url, chromium_browser):
+    base, toy = app_url
+    q = urllib.parse.urlencode({"model": toy, "text": "the cat sat on the mat"})
+    page, errors, _ = open_page(chromium_browser, f"{base}/attention?{q}")
+    wait_chart(page)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "attention.png"), full_page=True)
+    ticks = page.locator(".js-plotly-plot .xtick").all_text_contents()
+    assert "mat" in " ".join(ticks)
+    box = page.get_by_label("Input text")
+    box.fill("the big dog saw a red house")
+    box.press("Control+Enter")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.js-plotly-plot .xtick')]"
+        ".some(t => t.textContent.includes('house'))", timeout=60_000)
+    assert not real_errors(errors), errors
+
+
+def test_script_in_text_never_runs(app_url, chromium_browser):
+    base, toy = app_url
+    q = urllib.parse.urlencode({"model": toy, "text": HOSTILE})
+    page, _errors, dialogs = open_page(chromium_browser, f"{base}/attention?{q}")
+    wait_chart(page)
+    page.wait_for_timeout(500)
+    assert page.evaluate("() => window.__pwned") is None
+    assert not dialogs
+    assert page.locator("img[src='x']").count() == 0
+    assert HOSTILE in page.get_by_label("Input text").input_value()
