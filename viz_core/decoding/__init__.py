@@ -49,7 +49,7 @@ def beam_search(model, source: str, beam_size: int = 4, max_len: int = 32,
     the continuation). max_len: most generated tokens, EOS and forced prefix included.
     num_return: size of the n-best list (default beam_size). prefix: a text whose tokens
     are forced as the first generated tokens. ablate: {"decoder.0.cross": [heads]} heads
-    zeroed during the search (native models).
+    zeroed during the whole search (encoder included).
     """
     num_return = _check(beam_size, max_len, num_return, length_penalty, early_stopping)
     if not isinstance(source, str) or not source.strip():
@@ -58,11 +58,10 @@ def beam_search(model, source: str, beam_size: int = 4, max_len: int = 32,
         raise InputError("This model has no decoder: it cannot generate text.")
     warnings: list[str] = []
     if hasattr(model, "hf_model"):
-        if ablate:
-            raise InputError("Head ablation during beam search needs a native model.")
         stepper = hf_stepper_for(model, source, prefix, max_new=max_len, beams=beam_size,
                                  length_penalty=float(length_penalty),
-                                 early_stopping=early_stopping, warnings=warnings)
+                                 early_stopping=early_stopping, ablate=ablate,
+                                 warnings=warnings)
     else:
         stepper = NativeStepper(model, source, prefix, ablate, warnings)
     settings = {"beam_size": beam_size, "max_len": max_len, "length_penalty": length_penalty,
@@ -78,8 +77,9 @@ def search_with(stepper: Stepper, settings: dict, warnings: list[str] | None = N
     max_new = min(settings["max_len"], stepper.room)
     if max_new < 1:
         raise InputError("The input leaves no room to generate: shorten it.")
-    if max_new < settings["max_len"] and not warnings:
-        warnings.append(f"This model's positions allow only {max_new} new tokens.")
+    if max_new < settings["max_len"]:
+        warnings.append(f"This model's positions leave room for {max_new} new tokens only: "
+                        f"the search stops there.")
     prefix_ids = list(stepper.prefix_ids)
     if settings.get("prefix") and not prefix_ids:
         warnings.append("The forced prefix has no tokens this model knows: ignored.")
@@ -93,6 +93,7 @@ def search_with(stepper: Stepper, settings: dict, warnings: list[str] | None = N
         early_stopping=settings["early_stopping"], num_return=num_return,
         prefix_ids=prefix_ids)
     settings = {**settings, "num_return": num_return, "max_new": max_new,
-                "prefix_ids": prefix_ids, "logits_processors": list(stepper.processors),
+                "prefix_ids": prefix_ids, "eos_ids": list(stepper.eos_ids),
+                "logits_processors": list(stepper.processors),
                 "warnings": warnings, **info}
     return make_tree(stepper, nodes, hyps, settings)

@@ -11,7 +11,9 @@ never stores anything on the (shared) model.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import torch
@@ -147,9 +149,17 @@ class HFStepper:
     def __init__(self, hf_model, input_ids: torch.Tensor, *, tokenizer=None,
                  prefix_ids: list[int] | None = None, max_new: int = 32, beams: int = 1,
                  length_penalty: float = 1.0, early_stopping: bool | str = False,
-                 warnings: list[str] | None = None):
+                 warnings: list[str] | None = None,
+                 display: Callable[[list[int]], list[str]] | None = None,
+                 context: Callable[[], contextlib.AbstractContextManager] | None = None):
+        """input_ids (1, S): the encoder input (encoder-decoder) or the prompt (decoder-only).
+        display: ids -> token labels; context: entered around every forward pass (e.g. the
+        HF backend's per-call head ablation)."""
         self.hf = hf_model
         self.tokenizer = tokenizer
+        self.display = display
+        self._tok_cache: dict[int, str] = {}
+        self.context = context or contextlib.nullcontext
         self.device = next(hf_model.parameters()).device
         cfg = hf_model.config
         self.is_enc_dec = bool(getattr(cfg, "is_encoder_decoder", False))
@@ -183,24 +193,21 @@ class HFStepper:
             self.attention_keys = list(self.source_tokens)
             self.root_token = self.decode(self.start_ids) or self.source_tokens[-1]
         self.room = max_new if limit is None else max(0, int(limit) - len(self.start_ids))
-        if self.room < max_new and warnings is not None:
-            warnings.append(f"This model has {limit} positions: the search stops after "
-                            f"{self.room} new tokens.")
         self.prefix_ids = list(prefix_ids or [])
         gen.max_length = len(self.start_ids) + min(max_new, self.room)
         self.logits_processor = hf_model._get_logits_processor(
             gen, input_ids_seq_length=len(self.start_ids),
             encoder_input_ids=input_ids if self.is_enc_dec else None, device=self.device)
         self.processors = [type(p).__name__ for p in self.logits_processor]
-        self._tok_cache: dict[int, str] = {}
 
     @torch.inference_mode()
     def start(self, beams: int) -> dict:
         state: dict = {"cache": None, "fed": 0, "beams": beams}
         if self.is_enc_dec:
             mask = torch.ones_like(self.src)
-            enc = self.hf.get_encoder()(input_ids=self.src, attention_mask=mask,
-                                        return_dict=True)
+            with self.context():
+                enc = self.hf.get_encoder()(input_ids=self.src, attention_mask=mask,
+                                            return_dict=True)
             enc.last_hidden_state = enc.last_hidden_state.expand(beams, -1, -1)
             state["encoder_outputs"] = enc
             state["mask"] = mask.expand(beams, -1)
@@ -209,16 +216,18 @@ class HFStepper:
     @torch.inference_mode()
     def step(self, state: dict, seqs: torch.Tensor):
         new = seqs[:, state["fed"]:]
-        if self.is_enc_dec:
-            out = self.hf(encoder_outputs=state["encoder_outputs"], attention_mask=state["mask"],
-                          decoder_input_ids=new, past_key_values=state["cache"],
-                          use_cache=True, output_attentions=True, return_dict=True)
-            patterns = out.cross_attentions
-        else:
-            mask = torch.ones_like(seqs)
-            out = self.hf(input_ids=new, attention_mask=mask, past_key_values=state["cache"],
-                          use_cache=True, output_attentions=True, return_dict=True)
-            patterns = out.attentions
+        with self.context():
+            if self.is_enc_dec:
+                out = self.hf(encoder_outputs=state["encoder_outputs"],
+                              attention_mask=state["mask"], decoder_input_ids=new,
+                              past_key_values=state["cache"], use_cache=True,
+                              output_attentions=True, return_dict=True)
+                patterns = out.cross_attentions
+            else:
+                out = self.hf(input_ids=new, attention_mask=torch.ones_like(seqs),
+                              past_key_values=state["cache"], use_cache=True,
+                              output_attentions=True, return_dict=True)
+                patterns = out.attentions
         logprobs = torch.log_softmax(out.logits[:, -1].float(), dim=-1)  # (B, V)
         if len(self.logits_processor):
             logprobs = self.logits_processor(seqs, logprobs)
@@ -235,17 +244,16 @@ class HFStepper:
         return state
 
     def token_strings(self, ids: list[int]) -> list[str]:
-        if self.tokenizer is None:
-            return [str(i) for i in ids]
-        out = []
-        for i in ids:
-            s = self._tok_cache.get(i)
-            if s is None:
-                s = self.tokenizer.convert_ids_to_tokens(int(i))
-                s = str(s).replace("Ġ", "␣").replace("▁", "␣")
-                self._tok_cache[i] = s
-            out.append(s)
-        return out
+        missing = [i for i in dict.fromkeys(ids) if i not in self._tok_cache]
+        if missing:
+            if self.display is not None:
+                shown = self.display(missing)
+            elif self.tokenizer is not None:
+                shown = [str(t) for t in self.tokenizer.convert_ids_to_tokens(missing)]
+            else:
+                shown = [str(i) for i in missing]
+            self._tok_cache.update(zip(missing, shown))
+        return [self._tok_cache[i] for i in ids]
 
     def decode(self, ids: list[int]) -> str:
         if self.tokenizer is None:
@@ -254,18 +262,20 @@ class HFStepper:
 
 
 def hf_stepper_for(backend, source: str, prefix_text: str | None, *, max_new: int, beams: int,
-                   length_penalty: float, early_stopping, warnings: list[str]) -> HFStepper:
-    """HFStepper from a viz_core HF backend object (hf_model + tokenizer)."""
-    tok = backend.tokenizer
-    if not isinstance(source, str) or not source.strip():
-        raise InputError("The input is empty: type some text.")
-    enc = tok(source, return_tensors="pt")
-    ids = enc["input_ids"]
-    if ids.shape[1] == 0:
-        raise InputError("The input has no tokens this model can read.")
+                   length_penalty: float, early_stopping, ablate: dict | None,
+                   warnings: list[str]) -> HFStepper:
+    """HFStepper for a viz_core HF backend (viz_core.backends.hf.HFModel): its tokenisation
+    (no truncation by the shared tokenizer), token labels and per-call head ablation."""
+    from ..backends.hf_arch import ablation
+
+    what = "prompt" if backend.kind == "decoder-only" else "input"
+    enc = backend._encode(source, what, backend.max_tokens, warnings)
+    ids = torch.tensor([enc["input_ids"]], dtype=torch.long)
     prefix_ids = None
     if prefix_text is not None and prefix_text.strip():
-        prefix_ids = tok(prefix_text, add_special_tokens=False)["input_ids"]
-    return HFStepper(backend.hf_model, ids, tokenizer=tok, prefix_ids=prefix_ids,
+        prefix_ids = backend._tokenize(prefix_text, special=False)["input_ids"]
+    spec = backend._ablation_spec(ablate)
+    return HFStepper(backend.hf_model, ids, tokenizer=backend.tokenizer, prefix_ids=prefix_ids,
                      max_new=max_new, beams=beams, length_penalty=length_penalty,
-                     early_stopping=early_stopping, warnings=warnings)
+                     early_stopping=early_stopping, warnings=warnings, display=backend._shown,
+                     context=(lambda: ablation(spec)) if spec else None)
