@@ -189,7 +189,7 @@ def segments_by_head(fig):
 def test_head_view_draws_every_edge_in_its_opacity_bucket():
     rng = np.random.default_rng(6)
     p = rand_pattern(rng, (3, 5, 5))
-    fig = head_view(p, SENT, SENT, heads=[0, 2])
+    fig = head_view(p, SENT, SENT, heads=[0, 2], threshold=0.0)
     segs = segments_by_head(fig)
     assert set(segs) == {0, 2}
     for h, edges in segs.items():
@@ -210,6 +210,8 @@ def test_head_view_long_input_keeps_top_k_and_threshold():
         want = {(q, k) for q in range(n) for k in np.argsort(-p[h, q])[:3] if p[h, q, k] > 0.01}
         assert got == want
     auto = head_view(p, toks, toks, max_edges=400)  # 2 heads x 40 queries -> top 5
+    default = segments_by_head(head_view(p, toks, toks))  # default threshold 0.02, all keys
+    assert {(q, k) for q, k, _, _ in default[1]} == set(zip(*np.nonzero(p[1] > 0.02)))
     assert all(len(e) <= 2 * n * 5 for e in segments_by_head(auto).values())
     assert "top 5" in auto.layout.title.text
 
