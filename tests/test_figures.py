@@ -312,6 +312,9 @@ def test_positional_figures_carry_the_table():
     curves = positional_curves(table, dims=[0, 5])
     for t, dim in zip(curves.data, [0, 5], strict=True):
         np.testing.assert_array_equal(np.asarray(t.y), table[:, dim])
+    sin_curves = positional_curves(sinusoidal_table(8, 4), [0, 1], sinusoidal=True)
+    names = [t.name for t in sin_curves.data]
+    assert names == ["dim 0 (sin)", "dim 1 (cos)"]
     hm = positional_heatmap(table)
     np.testing.assert_array_equal(np.asarray(heat(hm).z), table)
     assert hm.layout.yaxis.autorange == "reversed"

@@ -63,7 +63,8 @@ def head_view(
 
     heads: which heads to draw (default all). top_k: keys per query to keep; None = all
     when they fit in max_edges, otherwise the largest k that fits. threshold: drop weights
-    <= threshold (default 0.02: such lines would be near-invisible but cost bytes). Each line trace has meta {"head": h, "bucket": b}; its segments are
+    <= threshold (default 0.02: such lines would be near-invisible but cost bytes).
+    Each line trace has meta {"head": h, "bucket": b}; its segments are
     (x=0, y=q) -> (x=1, y=k) separated by NaN.
     """
     p = np.asarray(pattern, dtype=np.float32)

@@ -117,8 +117,9 @@ def inside_head_figures(
     return {
         "q": _vector_fig(s["q"], f"1 · query vector q of {query_index}·{tok}", "q"),
         "k": _key_matrix_fig(s["k"], key_tokens, "2 · key vectors k_j (one row per key)", "k"),
-        "products": _key_matrix_fig(s["products"], key_tokens,
-                                    "3 · elementwise products q ⊙ k_j (row sums = q·k_j)", "q⊙k"),
+        "products": _key_matrix_fig(
+            s["products"], key_tokens, "3 · elementwise products q ⊙ k_j (row sums = q·k_j)",
+            "q⊙k"),
         "raw": _key_bar_fig(s["raw"], key_tokens, "4 · raw scores q · k_j", "q·k"),
         "scaled": _key_bar_fig(s["scaled"], key_tokens,
                                f"5 · divided by √d_k = √{d_k} = {np.sqrt(d_k):.3g}", "score"),

@@ -59,15 +59,17 @@ def pe_similarity(table: np.ndarray, normalize: bool = False) -> np.ndarray:
     return (t @ t.T).astype(np.float32)
 
 
-def positional_curves(table: np.ndarray, dims: Sequence[int], title: str | None = None
-                      ) -> go.Figure:
-    """One line per chosen dimension over positions (even = sin, odd = cos for sinusoids)."""
+def positional_curves(table: np.ndarray, dims: Sequence[int], title: str | None = None,
+                      sinusoidal: bool = False) -> go.Figure:
+    """One line per chosen dimension over positions; with sinusoidal=True (e.g.
+    trace.positional_kind == "sinusoidal") the legend says sin (even) or cos (odd)."""
     t = np.asarray(table)
     pos = f32(np.arange(t.shape[0]))
     fig = go.Figure()
     for d in dims:
+        name = f"dim {d}" + ((" (sin)" if d % 2 == 0 else " (cos)") if sinusoidal else "")
         fig.add_trace(go.Scatter(
-            x=pos, y=f32(t[:, d]), mode="lines", name=f"dim {d}", meta={"dim": int(d)},
+            x=pos, y=f32(t[:, d]), mode="lines", name=name, meta={"dim": int(d)},
             hovertemplate=f"dim {d}, pos %{{x}}: %{{y:.4f}}<extra></extra>"))
     fig.update_xaxes(title="position")
     fig.update_yaxes(title="PE value")
