@@ -20,9 +20,8 @@ from viz_core.errors import InputError, ModelLoadError  # noqa: E402
 
 SENTENCES = [
     "The cat sat on the mat because it was tired.",
-    "The animal didn't cross the street because it was too tired.",
-    "Attention visualisation: embeddings, heads and layers!",
     "Hello",
+    "Attention visualisation: embeddings, heads and layers!",
 ]
 
 
@@ -110,7 +109,7 @@ def test_minilm_capture_and_blocks_options(minilm):
 
 
 def test_minilm_long_input_truncated_with_warning(minilm):
-    trace = minilm.trace("word " * 700)
+    trace = minilm.trace("word " * 700, capture=("pattern",))
     assert len(trace.source_tokens) == 512
     assert trace.source_tokens[0] == "[CLS]" and trace.source_tokens[-1] == "[SEP]"
     assert trace.warnings and "512" in trace.warnings[0]
@@ -150,7 +149,7 @@ def test_minilm_ablation_matches_zeroed_output_weights(minilm, reference):
 
 def test_minilm_concurrent_traces_equal_serial(minilm):
     jobs = [(SENTENCES[i % len(SENTENCES)], {"encoder.0.self": [i % 12]} if i % 3 == 0 else None)
-            for i in range(16)]
+            for i in range(8)]
     serial = [minilm.trace(t, ablate=a) for t, a in jobs]
     with ThreadPoolExecutor(max_workers=8) as pool:
         parallel = list(pool.map(lambda job: minilm.trace(job[0], ablate=job[1]), jobs))

