@@ -258,7 +258,7 @@ class HFStepper:
     def decode(self, ids: list[int]) -> str:
         if self.tokenizer is None:
             return " ".join(str(i) for i in ids if i not in self.special_ids)
-        return self.tokenizer.decode(ids, skip_special_tokens=True).strip()
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
 
 
 def hf_stepper_for(backend, source: str, prefix_text: str | None, *, max_new: int, beams: int,
