@@ -1,46 +1,91 @@
-"""Attention: one head of one block as a heatmap (queries top to bottom, keys left to right)."""
+"""Attention: one head as a heatmap, the layer x head grid, head view, aggregates, rollout."""
 
 import streamlit as st
 
 from ui import state
-from ui.page import selection, show_trace_messages
+from ui.charts import chart, download
+from ui.controls import open_head, pick_head
+from ui.page import selection, show_output, show_trace_messages
+from viz_core import analysis
+from viz_core.export import trace_json, trace_npz
+from viz_core.figures.aggregates import aggregate_heatmap, rollout_figure
+from viz_core.figures.grid import layer_head_grid, selected_cell
+from viz_core.figures.headview import block_head_view
 from viz_core.figures.heatmap import block_heatmap
-
-KIND_LABELS = {"encoder.self": "Encoder self-attention", "decoder.self":
-               "Decoder self-attention (masked)", "decoder.cross": "Cross-attention"}
 
 sel = selection()
 st.title("Attention")
 trace = sel.trace()
 show_trace_messages(trace)
-if trace.output_text:
-    st.markdown("**Model output:**")
-    st.code(trace.output_text, language=None)
+show_output(trace)
 
-kinds = trace.kinds()
-state.widget_default("kind", state.url_choice("kind", kinds, kinds[0]))
-if st.session_state.kind not in kinds:
-    st.session_state.kind = kinds[0]
-col_kind, col_layer, col_head, col_view = st.columns([2, 1, 1, 1])
-col_kind.selectbox("Block", kinds, key="kind", format_func=KIND_LABELS.get)
-layers = trace.layers(st.session_state.kind)
-n_layers, n_heads = len(layers), layers[0].n_heads
-state.widget_default("layer", state.url_int("layer", 0, 0, n_layers - 1))
-state.widget_default("head", state.url_int("head", 0, 0, n_heads - 1))
-st.session_state.layer = min(st.session_state.layer, n_layers - 1)
-st.session_state.head = min(st.session_state.head, n_heads - 1)
-col_layer.number_input("Layer", 0, n_layers - 1, key="layer", step=1)
-col_head.number_input("Head", 0, n_heads - 1, key="head", step=1)
-views = ["weights", "scores"] if layers[0].scores is not None else ["weights"]
+c_kind, c_layer, c_head, c_view = st.columns([2, 1, 1, 1])
+kind, layer, head, block = pick_head(trace, (c_kind, c_layer, c_head))
+views = ["weights", "scores"] if block.scores is not None else ["weights"]
 state.widget_default("view", state.url_choice("view", views, "weights"))
-col_view.radio("Show", views, key="view", horizontal=True,
-               help="weights: softmax after masking; scores: QK^T/√d_k before masking")
-state.to_url(kind=st.session_state.kind, layer=st.session_state.layer,
-             head=st.session_state.head, view=st.session_state.view)
+if st.session_state.view not in views:
+    st.session_state.view = "weights"
+c_view.radio("Show", views, key="view", horizontal=True,
+             help="weights: softmax after masking; scores: QKᵀ/√d_k before masking "
+                  "(blocked cells marked)")
+state.to_url(view=st.session_state.view)
 state.show_notices()
 
-block = layers[st.session_state.layer]
-fig = block_heatmap(block, st.session_state.head, view=st.session_state.view)
-st.plotly_chart(fig, key="heatmap", config={"displaylogo": False})
-st.caption("Rows are queries, columns are keys. Each row of weights sums to 1 over the keys "
-           "it may attend to; blocked cells (mask = True) are exactly 0.")
+left, right = st.columns([3, 2])
+with left:
+    chart(block_heatmap(block, head, view=st.session_state.view), key="heatmap",
+          name=f"{block.name}-head{head}")
+    st.caption("Rows are queries (top to bottom), columns are keys (left to right). Each row "
+               "of weights sums to 1 over the keys it may attend to; blocked cells are 0.")
+
+
+def _grid_clicked() -> None:
+    cell = selected_cell(st.session_state["grid"].selection)
+    if cell is not None:
+        open_head(st.session_state.kind, *cell)
+
+
+with right:
+    patterns = trace.stack(kind)
+    grid = layer_head_grid(patterns, layers=[b.layer for b in trace.layers(kind)],
+                           title="All layers × heads — click one to open it")
+    chart(grid, key="grid", on_select=_grid_clicked, name=f"{kind}-grid")
+
+tab_hv, tab_agg, tab_roll = st.tabs(["Head view", "Mean / max over heads", "Rollout"])
+with tab_hv:
+    heads = st.multiselect("Heads", list(range(block.n_heads)), default=[head], key="hv_heads",
+                           help="Lines join each query (left) to the keys (right) it attends "
+                                "to; opacity is the weight. Long inputs keep the strongest.")
+    top_k = st.slider("Strongest keys per query", 1, 20, 5, key="hv_topk")
+    if heads:
+        chart(block_head_view(block, heads=heads, top_k=top_k), key="headview",
+              name=f"{block.name}-headview")
+with tab_agg:
+    how = st.radio("Aggregate", ["mean", "max"], horizontal=True, key="agg_how")
+    chart(aggregate_heatmap(block.pattern, block.query_tokens, block.key_tokens, how=how,
+                            mask=block.mask, title=f"{block.name}: {how} over heads"),
+          key="aggregate", name=f"{block.name}-{how}")
+with tab_roll:
+    self_kinds = [k for k in trace.kinds() if k.endswith(".self")]
+    if not self_kinds:
+        st.info("Rollout needs self-attention blocks.")
+    else:
+        rk = kind if kind in self_kinds else self_kinds[0]
+        blocks = trace.layers(rk)
+        st.caption("Attention rollout (Abnar & Zuidema, 2020): per layer 0.5·mean over heads "
+                   "+ 0.5·I for the residual stream, multiplied from the first layer up.")
+        chart(rollout_figure(trace.stack(rk), blocks[0].query_tokens,
+                             title=f"{rk}: rollout through {len(blocks)} layers"),
+              key="rollout", name=f"{rk}-rollout")
+
+st.subheader("Data")
+d1, d2, d3 = st.columns(3)
+with d1:
+    download("This block (JSON)", lambda: trace_json(trace, [block.name]),
+             f"{block.name}.json", "application/json", "dl_block")
+with d2:
+    download("Whole trace (NPZ)", lambda: trace_npz(trace), "trace.npz",
+             "application/octet-stream", "dl_npz")
+with d3:
+    download("Head statistics (CSV)", lambda: analysis.head_stats(trace).to_csv(index=False),
+             "head_stats.csv", "text/csv", "dl_stats")

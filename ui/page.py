@@ -45,3 +45,10 @@ def show_trace_messages(trace) -> None:
         st.caption("Not in the model's vocabulary (shown as <unk>):")
         st.code(words + more, language=None)
     state.show_notices()
+
+
+def show_output(trace) -> None:
+    """The model's own output text (for generating models), shown literally."""
+    if trace.output_text:
+        st.markdown("**Model output**")
+        st.code(trace.output_text, language=None)

@@ -95,6 +95,8 @@ def sidebar() -> Selection:
                           help="Teacher-force this output; leave empty to see the model's "
                                "own greedy output.")
             target = st.session_state.target.strip() or None
+        st.radio("Chart images", ["png", "svg"], key="image_format", horizontal=True,
+                 help="Format saved by the camera button of every chart's toolbar.")
         state.to_url(model=name, device=st.session_state.device, text=st.session_state.text,
                      target=target)
     return Selection(name, st.session_state.device, st.session_state.text, target, model)

@@ -1,0 +1,28 @@
+"""Charts and downloads with the same options on every page."""
+
+from __future__ import annotations
+
+import re
+
+import streamlit as st
+
+FORMATS = ["png", "svg"]
+
+
+def image_format() -> str:
+    return st.session_state.get("image_format", "png")
+
+
+def chart(fig, key: str, on_select: str = "ignore", name: str | None = None):
+    """st.plotly_chart whose toolbar camera saves PNG or SVG (the sidebar's choice)."""
+    filename = re.sub(r"[^A-Za-z0-9_.-]+", "_", name or key)[:80]
+    config = {"displaylogo": False, "toImageButtonOptions": {
+        "format": image_format(), "filename": filename, "scale": 2}}
+    kwargs = {"selection_mode": ("points",)} if on_select != "ignore" else {}
+    return st.plotly_chart(fig, key=key, on_select=on_select, config=config, **kwargs)
+
+
+def download(label: str, data, file_name: str, mime: str, key: str) -> None:
+    """A download button; `data` may be a callable so big files are built only on click."""
+    st.download_button(label, data, file_name=file_name, mime=mime, key=key,
+                       on_click="ignore", icon=":material/download:")
