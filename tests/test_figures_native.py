@@ -56,3 +56,19 @@ def test_trace_wrappers_accept_a_real_trace(trace):
     df = A.head_stats(trace)
     assert len(df) == sum(b.n_heads for b in trace.block_traces.values())
     assert not df[list(A.STAT_COLUMNS)].isna().any().any()
+
+
+def test_beam_tree_figure_of_a_real_search():
+    toy = pytest.importorskip("viz_core.toy")
+    from viz_core.figures import beam_tree_figure
+
+    try:
+        tree = toy.toy_model("encoder-decoder").beam_search("the cat sat", beam_size=3,
+                                                             max_len=8)
+    except Exception as err:
+        pytest.skip(f"beam search not usable yet: {err}")
+    fig = beam_tree_figure(tree)
+    ids = sorted(i for t in fig.data if t.name.startswith("nodes") for i in t.customdata)
+    assert ids == sorted(n.id for n in tree.nodes)
+    n_edges = sum(len(t.x) // 3 for t in fig.data if t.name.startswith("edges"))
+    assert n_edges == sum(n.parent is not None for n in tree.nodes)
