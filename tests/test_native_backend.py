@@ -211,3 +211,30 @@ def test_device_selection():
     assert vc.pick_device("cpu").type == "cpu"
     with pytest.raises(InputError):
         vc.pick_device("tpu")
+
+
+@pytest.mark.parametrize("kind", ["encoder-decoder", "decoder-only", "encoder-only"])
+def test_trace_batch_pads_and_blocks_padding_keys(kind):
+    m = toy_model(kind, seed=4)
+    sources = ["the cat sat on the mat", "the dog", "a big red house"]
+    targets = ["le chat", "le chien voit le chat", "la maison"] if kind == "encoder-decoder" \
+        else None
+    traces = m.trace_batch(sources, targets)
+    assert len(traces) == 3
+    for t in traces:
+        for name in t.blocks:
+            b = t[name]
+            assert b.pattern.shape[1:] == b.mask.shape
+            pad_keys = np.array([tok == "<pad>" for tok in b.key_tokens])
+            assert b.mask[:, pad_keys].all()
+            assert np.all(b.pattern[:, :, pad_keys] == 0)
+            assert not np.isnan(b.pattern).any()
+            if name.endswith(".self") and name.startswith("decoder"):
+                assert np.all(b.pattern[:, np.triu(np.ones(b.mask.shape, bool), 1)] == 0)
+    # the unpadded part of the shortest input equals its own single trace (teacher-forced)
+    single = m.trace(sources[1], targets[1] if targets else None) if kind != "decoder-only" \
+        else None
+    if kind == "encoder-only":
+        n = len(single.source_tokens)
+        np.testing.assert_allclose(traces[1]["encoder.1.self"].pattern[:, :n, :n],
+                                   single["encoder.1.self"].pattern, atol=1e-5)

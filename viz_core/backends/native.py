@@ -175,6 +175,81 @@ class NativeModel(Backend):
             output_text=output_text, positional_kind=self.cfg.positional,
             unknown_words=unknown, warnings=warnings, model_info=self.info())
 
+    @torch.inference_mode()
+    def trace_batch(self, sources: list[str], targets: list[str] | None = None, *,
+                    capture=("pattern", "scores"), blocks=None, ablate: dict | None = None
+                    ) -> list[AttentionTrace]:
+        """Trace several inputs in one right-padded batch (teacher-forced, no generation).
+
+        Each trace keeps the padded length: <pad> appears on both axes, the pad key columns
+        are True in ``mask`` and receive exactly zero attention. Encoder-decoder models need
+        one target per source (e.g. each input's own greedy output).
+        """
+        cfg = self.cfg
+        if not sources:
+            raise InputError("No inputs given.")
+        if cfg.kind == "encoder-decoder" and (targets is None or len(targets) != len(sources)):
+            raise InputError("An encoder-decoder batch needs one target per input.")
+        warnings: list[list[str]] = [[] for _ in sources]
+        unknown: list[list[str]] = [[] for _ in sources]
+
+        def pad(rows: list[list[int]]) -> torch.Tensor:
+            width = max(len(r) for r in rows)
+            return torch.tensor([r + [cfg.pad_id] * (width - len(r)) for r in rows],
+                                dtype=torch.long, device=self.device)
+
+        src = dec = None
+        if cfg.has_encoder:
+            rows = []
+            for i, text in enumerate(sources):
+                ids, _, unknown[i] = self._encode(self.src_vocab, text, cfg.max_len - 1,
+                                                  warnings[i], "input")
+                rows.append(ids + [cfg.eos_id])
+            src = pad(rows)
+        if cfg.has_decoder:
+            texts = targets if cfg.kind == "encoder-decoder" else sources
+            what = "target" if cfg.kind == "encoder-decoder" else "prompt"
+            rows = []
+            for i, text in enumerate(texts):
+                ids, _, unk = self._encode(self.tgt_vocab, text, cfg.max_len - 1, warnings[i],
+                                           what)
+                unknown[i] += [w for w in unk if w not in unknown[i]]
+                rows.append([cfg.bos_id] + ids)
+            dec = pad(rows)
+        hooks = Hooks(capture, _block_filter(blocks), ablate_heads(ablate or {}))
+        self.model(src, dec, hooks)
+
+        def shown(vocab: Vocab, ids: torch.Tensor) -> list[str]:
+            return [vocab.display(vocab.tokens[i]) for i in ids.tolist()]
+
+        traces = []
+        for i in range(len(sources)):
+            names, masks, tok = [], {}, {}
+            s_tok = shown(self.src_vocab, src[i]) if src is not None else []
+            d_tok = shown(self.tgt_vocab, dec[i]) if dec is not None else []
+            s_pad = (src[i] == cfg.pad_id).cpu().numpy() if src is not None else None
+            d_pad = (dec[i] == cfg.pad_id).cpu().numpy() if dec is not None else None
+            for j in range(cfg.n_layers if cfg.has_encoder else 0):
+                names.append(f"encoder.{j}.self")
+                masks[names[-1]] = np.broadcast_to(s_pad, (len(s_tok), len(s_tok))).copy()
+                tok[names[-1]] = (s_tok, s_tok)
+            for j in range(cfg.n_decoder_layers if cfg.has_decoder else 0):
+                names.append(f"decoder.{j}.self")
+                masks[names[-1]] = causal_mask(len(d_tok)).numpy() | d_pad[None, :]
+                tok[names[-1]] = (d_tok, d_tok)
+                if cfg.kind == "encoder-decoder":
+                    names.append(f"decoder.{j}.cross")
+                    masks[names[-1]] = np.broadcast_to(s_pad, (len(d_tok), len(s_tok))).copy()
+                    tok[names[-1]] = (d_tok, s_tok)
+            one = {k: v[i:i + 1] for k, v in hooks.cache.items()}
+            traces.append(AttentionTrace(
+                block_traces=blocks_from_cache(one, names, masks, tok),
+                positional=to_numpy(self.model.positions.table[:max(len(s_tok), len(d_tok))]),
+                source_tokens=s_tok if cfg.has_encoder else d_tok[1:], target_tokens=d_tok,
+                positional_kind=cfg.positional, unknown_words=unknown[i],
+                warnings=warnings[i], model_info=self.info()))
+        return traces
+
     def beam_search(self, source: str, beam_size: int = 4, max_len: int = 32, **options):
         from ..decoding import beam_search
 
