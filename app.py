@@ -9,6 +9,16 @@ st.set_page_config(page_title="Attention Lab", page_icon=":material/visibility:"
 PAGES = [
     st.Page("pages/home.py", title="Home", icon=":material/home:", default=True, url_path="home"),
     st.Page("pages/attention.py", title="Attention", icon=":material/grid_on:", url_path="attention"),
+    st.Page("pages/inside.py", title="Inside a head", icon=":material/calculate:",
+            url_path="inside"),
+    st.Page("pages/positional.py", title="Positional encoding", icon=":material/waves:",
+            url_path="positional"),
+    st.Page("pages/masks.py", title="Masks", icon=":material/visibility_off:", url_path="masks"),
+    st.Page("pages/beam.py", title="Beam search", icon=":material/account_tree:",
+            url_path="beam"),
+    st.Page("pages/heads.py", title="Head analysis", icon=":material/analytics:",
+            url_path="heads"),
+    st.Page("pages/compare.py", title="Compare", icon=":material/compare:", url_path="compare"),
 ]
 
 page = st.navigation(PAGES)

@@ -79,3 +79,12 @@ def test_home_page(toy_path):
     at = open_app("home", model=toy_path, text="the cat")
     no_errors(at)
     assert any("Attention Lab" in t.value for t in at.title)
+
+
+PAGES = ["home", "attention", "inside", "positional", "masks", "beam", "heads", "compare"]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_runs_on_a_native_model(toy_path, page):
+    at = open_app(page, model=toy_path, text="the cat saw the dog")
+    no_errors(at)

@@ -31,3 +31,38 @@ def get_trace(name: str, device: str, text: str, target: str | None, options: tu
 def get_beam(name: str, device: str, text: str, options: tuple = ()):
     model = get_model(name, device)
     return model.beam_search(text, **dict(options))
+
+
+@st.cache_resource(max_entries=TRACE_CACHE, show_spinner=False)
+def _batch(name: str, device: str, sentences: tuple, targets: tuple | None):
+    model = get_model(name, device)
+    return model.trace_batch(list(sentences), list(targets) if targets else None,
+                             capture=("pattern", "scores"))
+
+
+def get_batch(sel, sentences: tuple):
+    """A padded batch; encoder-decoder models are teacher-forced on their own outputs."""
+    from .errors import reported
+
+    with st.spinner("Running the batch…"), reported("running the batch"):
+        targets = None
+        if sel.model.kind == "encoder-decoder":
+            targets = tuple(get_trace(sel.model_name, sel.device, s, None, ()).output_text
+                            or "<unk>" for s in sentences)
+        return _batch(sel.model_name, sel.device, sentences, targets)
+
+
+@st.cache_data(max_entries=TRACE_CACHE, show_spinner=False)
+def head_stats(name: str, device: str, text: str, target: str | None):
+    from viz_core.analysis import head_stats as stats
+
+    return stats(get_trace(name, device, text, target, ()))
+
+
+@st.cache_data(max_entries=TRACE_CACHE, show_spinner=False)
+def head_similarity(name: str, device: str, text: str, target: str | None, kind: str):
+    from viz_core.analysis import cluster_order, js_divergence_matrix, trace_head_patterns
+
+    patterns, labels = trace_head_patterns(get_trace(name, device, text, target, ()), kind)
+    matrix, labels = js_divergence_matrix(patterns, labels)
+    return matrix, labels, cluster_order(matrix)

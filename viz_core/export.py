@@ -26,10 +26,14 @@ def trace_arrays(trace: AttentionTrace, blocks: list[str] | None = None) -> dict
     return out
 
 
-def trace_npz(trace: AttentionTrace, blocks: list[str] | None = None) -> bytes:
+def npz_bytes(arrays: dict) -> bytes:
     buf = io.BytesIO()
-    np.savez_compressed(buf, **trace_arrays(trace, blocks))
+    np.savez_compressed(buf, **{k: np.asarray(v) for k, v in arrays.items()})
     return buf.getvalue()
+
+
+def trace_npz(trace: AttentionTrace, blocks: list[str] | None = None) -> bytes:
+    return npz_bytes(trace_arrays(trace, blocks))
 
 
 def trace_meta(trace: AttentionTrace) -> dict:

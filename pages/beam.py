@@ -1,0 +1,100 @@
+"""Beam search: the whole search tree, the n-best list, greedy versus beam, and what the
+model looked at when it chose each token."""
+
+import pandas as pd
+import streamlit as st
+
+from ui import state
+from ui.charts import chart, download
+from ui.controls import bounded_float, bounded_int
+from ui.errors import reported
+from ui.page import selection
+from ui.runs import get_beam
+from viz_core.figures.beam import beam_tree_figure, selected_node
+from viz_core.figures.heatmap import matrix_heatmap
+
+sel = selection()
+st.title("Beam search")
+if not sel.model.can_generate:
+    st.info("This model has no decoder, so it does not generate text. Pick a translation "
+            "or language model (or a GPT-2 / BART / T5 / Marian model) to see a search.")
+    st.stop()
+
+c1, c2, c3, c4 = st.columns(4)
+beam_size = bounded_int("Beam size", "beam", 4, 1, 16, container=c1,
+                        help="1 is greedy search.")
+max_len = bounded_int("Max new tokens", "max_len", 24, 1, 256, container=c2)
+length_penalty = bounded_float("Length penalty", "lp", 1.0, -2.0, 5.0, 0.25, container=c3,
+                               help="score = sum of log-probs / length ** penalty")
+state.widget_default("early", state.url_choice("early", ["False", "True", "never"], "False"))
+c4.selectbox("Early stopping", ["False", "True", "never"], key="early",
+             help="As in Hugging Face generate: True stops once beam_size hypotheses are "
+                  "finished; False stops when no live beam can still beat them.")
+state.widget_default("prefix", state.url_text("prefix", ""))
+st.text_input("Force the output to start with (optional)", key="prefix",
+              help="What if it had started with …? The search continues after these tokens.")
+state.to_url(early=st.session_state.early, prefix=st.session_state.prefix)
+state.show_notices()
+early = {"False": False, "True": True, "never": "never"}[st.session_state.early]
+prefix = st.session_state.prefix.strip() or None
+
+options = (("beam_size", beam_size), ("early_stopping", early),
+           ("length_penalty", length_penalty), ("max_len", max_len), ("prefix", prefix))
+with st.spinner("Searching…"), reported("running the beam search"):
+    tree = get_beam(sel.model_name, sel.device, sel.text, options)
+    greedy = get_beam(sel.model_name, sel.device, sel.text,
+                      tuple((k, 1 if k == "beam_size" else v) for k, v in options))
+for w in tree.settings.get("warnings", []):
+    st.warning(w)
+
+best, g = tree.hypotheses[0], greedy.hypotheses[0]
+c1, c2 = st.columns(2)
+c1.markdown(f"**Beam {beam_size} best** (score {best.score:.3f})")
+c1.code(best.text or "(empty)", language=None)
+c2.markdown(f"**Greedy** (score {g.score:.3f})")
+c2.code(g.text or "(empty)", language=None)
+if best.token_ids != g.token_ids:
+    c2.caption("Beam search found a different output than greedy search.")
+
+node_key = "beam_tree"
+event = chart(beam_tree_figure(tree, title="Search tree: steps left to right — click a node"),
+              key=node_key, on_select="rerun", name="beam-tree")
+st.caption("● kept in the beam · ✕ pruned · ◆ finished (EOS or max length); thick lines are "
+           "the n-best paths.")
+
+st.subheader("n-best")
+table = pd.DataFrame([{"rank": i + 1, "text": h.text, "score": h.score,
+                       "tokens": len(h.tokens)} for i, h in enumerate(tree.hypotheses)])
+st.dataframe(table, hide_index=True, width="stretch")
+
+node_id = selected_node(event.selection) if event else None
+st.subheader("What the model looked at")
+if node_id is None:
+    st.caption("Click a kept or finished node in the tree to see the attention of the step "
+               "that chose it.")
+else:
+    node = tree.node(node_id)
+    path = " ".join(n.token for n in tree.path(node_id))
+    st.markdown(f"Node {node_id}: step {node.step}, token `{node.token}`, "
+                f"log-prob {node.logprob:.3f}, cumulative {node.cum_logprob:.3f}, "
+                f"score {node.score:.3f} — {node.status}")
+    st.code(path, language=None)
+    if node.attention is None:
+        st.info("Only kept and finished nodes carry attention (pruned candidates were never "
+                "fed back to the model).")
+    else:
+        n_layers = node.attention.shape[0]
+        layer = st.slider("Layer", 0, n_layers - 1, n_layers - 1, key="beam_layer")
+        att = node.attention[layer]  # (head, key)
+        keys = list(tree.attention_keys)
+        if len(keys) < att.shape[1] and node.parent is not None:
+            # decoder-only: the keys also hold the tokens generated on this path so far
+            keys += [n.token for n in tree.path(node.parent)]
+        keys = (keys + ["?"] * att.shape[1])[: att.shape[1]]
+        chart(matrix_heatmap(att, [f"head {h}" for h in range(att.shape[0])], keys,
+                             title=f"{tree.attention_kind}-attention at step {node.step}, "
+                                   f"layer {layer}", y_title="head"),
+              key="beam_att", name=f"beam-node{node_id}-attention")
+
+download("Search tree (JSON)", tree.to_json, "beam_tree.json", "application/json", "dl_tree")
+download("n-best (CSV)", lambda: table.to_csv(index=False), "nbest.csv", "text/csv", "dl_nbest")

@@ -1,0 +1,91 @@
+"""Head analysis: statistics per head, head similarity, and head ablation."""
+
+import numpy as np
+import streamlit as st
+
+from ui.charts import chart, download
+from ui.controls import KIND_LABELS, open_head
+from ui.errors import reported
+from ui.page import selection, show_output, show_trace_messages
+from ui.runs import get_beam, get_trace, head_similarity, head_stats
+from viz_core.figures.aggregates import head_similarity_figure
+from viz_core.figures.heatmap import matrix_heatmap
+
+sel = selection()
+st.title("Head analysis")
+trace = sel.trace()
+show_trace_messages(trace)
+
+st.subheader("Statistics per head")
+st.caption("entropy: spread of attention (nats) · distance: mean |query − key| · special: "
+           "share on special tokens · previous / diagonal: weight on the previous token / "
+           "itself · sink: weight on the first token. Click a row to open that head.")
+stats = head_stats(sel.model_name, sel.device, sel.text, sel.target)
+
+
+def _row_clicked() -> None:
+    rows = st.session_state["stats_table"].selection.rows
+    if rows:
+        row = stats.iloc[rows[0]]
+        open_head(row["kind"], int(row["layer"]), int(row["head"]))
+        st.session_state["_goto_attention"] = True
+
+
+st.dataframe(stats.round(4), key="stats_table", on_select=_row_clicked,
+             selection_mode="single-row", hide_index=True, width="stretch", height=320)
+if st.session_state.pop("_goto_attention", False):
+    st.switch_page("pages/attention.py")
+download("Statistics (CSV)", lambda: stats.to_csv(index=False), "head_stats.csv", "text/csv",
+         "dl_head_stats")
+
+st.subheader("Head similarity")
+kinds = trace.kinds()
+sim_kind = st.selectbox("Block", kinds, key="sim_kind", format_func=KIND_LABELS.get)
+matrix, labels, order = head_similarity(sel.model_name, sel.device, sel.text, sel.target,
+                                        sim_kind)
+chart(head_similarity_figure(matrix, labels, order=order,
+                             title="Jensen–Shannon divergence between heads (0 = same)"),
+      key="sim_fig", name=f"{sim_kind}-similarity")
+
+st.subheader("Head ablation")
+st.caption("Switch heads off (their output is set to zero) and run the model again.")
+all_heads = [f"{b.name}:{h}" for k in kinds for b in trace.layers(k) for h in range(b.n_heads)]
+chosen = st.multiselect("Heads to switch off", all_heads, key="ablate_heads")
+if chosen:
+    ablate: dict[str, list[int]] = {}
+    for item in chosen:
+        name, h = item.rsplit(":", 1)
+        ablate.setdefault(name, []).append(int(h))
+    spec = tuple(sorted((k, tuple(sorted(v))) for k, v in ablate.items()))
+    with st.spinner("Running without those heads…"), reported("running the ablated model"):
+        ablated = get_trace(sel.model_name, sel.device, sel.text, sel.target,
+                            (("ablate", spec),))
+    c1, c2 = st.columns(2)
+    c1.markdown("**Original output**")
+    with c1:
+        show_output(trace)
+    c2.markdown("**Without those heads**")
+    with c2:
+        show_output(ablated)
+    if sel.model.can_generate:
+        with st.spinner("Beam search with and without those heads…"), reported("beam search"):
+            base_tree = get_beam(sel.model_name, sel.device, sel.text, (("beam_size", 4),))
+            abl_tree = get_beam(sel.model_name, sel.device, sel.text,
+                                (("ablate", spec), ("beam_size", 4)))
+        c1.dataframe([{"text": h.text, "score": round(h.score, 4)}
+                      for h in base_tree.hypotheses], hide_index=True)
+        c2.dataframe([{"text": h.text, "score": round(h.score, 4)}
+                      for h in abl_tree.hypotheses], hide_index=True)
+    names = [n for n in trace.blocks if n in ablated.blocks]
+    name = st.selectbox("Attention change in block", names, key="ablate_block")
+    a, b = trace[name], ablated[name]
+    if a.pattern.shape != b.pattern.shape:
+        st.info("The output changed length, so the decoder attention cannot be compared cell "
+                "by cell; pick an encoder block or give a target in the sidebar.")
+    else:
+        diff = (b.pattern - a.pattern).mean(axis=0)
+        lim = float(np.abs(diff).max()) or 1.0
+        chart(matrix_heatmap(diff, a.query_tokens, a.key_tokens, title=f"{name}: change of "
+                             "the mean weight over heads (ablated − original)",
+                             value_name="Δ weight", colorscale="RdBu", zmin=-lim, zmax=lim,
+                             zmid=0.0), key="ablate_diff", name=f"{name}-ablation-diff")

@@ -1,0 +1,57 @@
+"""Masks: padding, causal and their union, and what they do to the scores."""
+
+import streamlit as st
+
+from ui.charts import chart, download
+from ui.page import selection, show_trace_messages
+from ui.runs import get_batch
+from viz_core.export import npz_bytes
+from viz_core.figures.masks import mask_union_figure, masking_steps_figure, padding_batch_figure
+
+sel = selection()
+st.title("Masks")
+st.info("A mask entry **True** means *this query may NOT attend to this key*. Padding masks "
+        "block the PAD **columns** (keys) for every row; the causal mask blocks keys after "
+        "the query; a decoder's self-attention uses their union. Blocked scores become −∞ "
+        "before the softmax, so their weights are exactly 0.")
+
+st.caption("The batch: one sentence per line (up to 6). The sidebar's text is the first.")
+default_batch = "\n".join([sel.text.strip(), *[e for e in sel.model.examples()
+                                                if e.strip() != sel.text.strip()][:2]])
+batch_text = st.text_area("Batch", default_batch, key="mask_batch", height=110)
+sentences = [line.strip() for line in batch_text.splitlines() if line.strip()][:6]
+if not sentences:
+    st.warning("Type at least one sentence.")
+    st.stop()
+traces = get_batch(sel, tuple(sentences))
+for t in traces:
+    show_trace_messages(t)
+
+kind = "decoder.self" if "decoder.self" in traces[0].kinds() else traces[0].kinds()[0]
+lengths = [sum(tok != "<pad>" for tok in t[t.layers(kind)[0].name].key_tokens) for t in traces]
+tokens = [t.layers(kind)[0].key_tokens[:n] for t, n in zip(traces, lengths)]
+chart(padding_batch_figure(tokens, causal=kind == "decoder.self"), key="mask_batch_fig",
+      name="padding-batch")
+
+choice = st.selectbox("Sentence", list(range(len(sentences))), key="mask_sentence",
+                      format_func=lambda i: sentences[i][:60])
+trace = traces[choice]
+block_names = [b.name for k in trace.kinds() for b in trace.layers(k)]
+name = st.selectbox("Block", block_names, key="mask_block",
+                    index=block_names.index(trace.layers(kind)[0].name))
+block = trace[name]
+padded = block.key_tokens
+chart(mask_union_figure(padded, lengths[choice]) if name.startswith("decoder") and
+      name.endswith("self") else padding_batch_figure([padded[:lengths[choice]]]),
+      key="mask_union", name="mask-union")
+head = st.number_input(f"Head (0–{block.n_heads - 1})", 0, block.n_heads - 1, 0,
+                       key="mask_head")
+if block.scores is None:
+    st.info("This model family does not expose pre-softmax scores; only the masks are shown.")
+else:
+    chart(masking_steps_figure(block.scores[head], block.mask, block.query_tokens,
+                               block.key_tokens, title=f"{name} · head {head}"),
+          key="mask_steps", name=f"masking-{name}-h{head}")
+download("Masks and scores (NPZ)", lambda: npz_bytes(
+    {f"sentence{i}/{n}/mask": t[n].mask for i, t in enumerate(traces) for n in t.blocks}),
+    "masks.npz", "application/octet-stream", "dl_masks")
