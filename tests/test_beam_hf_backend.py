@@ -13,7 +13,6 @@ transformers.logging.set_verbosity_error()
 import viz_core as vc  # noqa: E402
 from viz_core.errors import InputError  # noqa: E402
 
-FAMILIES = ["bart", "gpt2", "t5", "marian"]
 TEXT = "the cat sat on the mat"
 
 
@@ -43,8 +42,9 @@ def reference(model, k, n, lp, es):
     return out, prompt_len
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize("k,lp,es", [(3, 1.0, False), (4, 2.0, True)])
+@pytest.mark.parametrize("family,k,lp,es", [
+    ("bart", 3, 1.0, False), ("bart", 4, 2.0, True), ("gpt2", 3, 1.0, False),
+    ("gpt2", 4, 0.5, "never"), ("t5", 3, 2.0, True), ("marian", 4, 1.0, False)])
 def test_public_path_matches_generate(loaded, family, k, lp, es):
     model = loaded(family)
     tree = model.beam_search(TEXT, beam_size=k, max_len=8, length_penalty=lp,

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from viz_core.beam_tree import NODE_STATUSES, BeamTree
-from viz_core.decoding import HFStepper, beam_search, search_with
+from viz_core.decoding import HFStepper, attention_key_labels, beam_search, search_with
 from viz_core.errors import InputError
 from viz_core.toy import toy_model
 
@@ -95,8 +95,7 @@ def assert_matches_hf(tree: BeamTree, out, prompt_len: int, fill: int):
 # the whole grid (324 cases) was run once by hand with no mismatch.
 GRID = [
     (0, 0.0, 2, 1.0, False), (1, 3.0, 3, 0.5, True), (2, 3.0, 4, 2.0, False),
-    (0, 4.0, 5, 1.0, True), (1, 2.5, 2, 2.0, "never"), (2, 4.0, 3, 1.0, "never"),
-    (3, 3.5, 4, 0.5, False), (4, 3.0, 5, 2.0, True),
+    (0, 4.0, 5, 1.0, True), (1, 2.5, 2, 2.0, "never"), (3, 3.5, 4, 0.5, False),
 ]
 
 
@@ -262,6 +261,10 @@ def test_native_tree_invariants(kind, k, es):
     finished_eos = [n for n in tree.nodes if n.status == "finished" and n.step < 7]
     assert all(n.token_id == model.cfg.eos_id for n in finished_eos)
     assert tree.attention_kind == ("cross" if kind == "encoder-decoder" else "self")
+    for n in tree.nodes:
+        if n.attention is not None:
+            assert n.attention.shape[-1] == len(attention_key_labels(tree, n.id))
+            assert np.allclose(n.attention.sum(-1), 1.0, atol=1e-5)
     assert tree.settings["beam_size"] == k and tree.settings["early_stopping"] == es
 
 
@@ -275,13 +278,15 @@ def test_native_beam_1_equals_greedy():
         tree = beam_search(model, source, beam_size=1, max_len=budget)
         assert tree.hypotheses[0].text == model.trace(source, capture=("pattern",)).output_text
     model = toy_model("decoder-only", seed=5)
-    tree = beam_search(model, "the cat", beam_size=1, max_len=62)
-    assert tree.hypotheses[0].text == model.trace("the cat", capture=("pattern",)).output_text
+    tree = beam_search(model, "the cat", beam_size=1, max_len=20)
+    trace = model.trace("the cat", capture=("pattern",), max_new=20)
+    assert tree.hypotheses[0].text == trace.output_text
 
 
 def test_prefix_is_forced():
     model = toy_model("encoder-decoder", seed=2)
     free = beam_search(model, "the cat sat", beam_size=3, max_len=6)
+    assert all(h.tokens[:2] != ["le", "chat"] for h in free.hypotheses)
     tree = beam_search(model, "the cat sat", beam_size=3, max_len=6, prefix="le chat")
     for h in tree.hypotheses:
         assert h.tokens[:2] == ["le", "chat"]
@@ -294,8 +299,6 @@ def test_prefix_is_forced():
         lps = torch.log_softmax(model.model(src, dec[:, :2]).float(), -1)[0]
     assert forced[0].logprob == pytest.approx(float(lps[0, dec[0, 1]]), abs=1e-5)
     assert forced[1].logprob == pytest.approx(float(lps[1, dec[0, 2]]), abs=1e-5)
-    assert tree.hypotheses[0].score <= free.hypotheses[0].score + 1e-6 or \
-        free.hypotheses[0].tokens[:2] != ["le", "chat"]
 
 
 def test_ablation_changes_the_search_and_is_per_call():

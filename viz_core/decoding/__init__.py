@@ -12,10 +12,11 @@ import math
 
 from ..beam_tree import BeamTree
 from ..errors import InputError
-from .search import NEG, make_tree, run_search
+from .search import NEG, attention_key_labels, make_tree, run_search
 from .steppers import HFStepper, NativeStepper, Stepper, hf_stepper_for
 
-__all__ = ["NEG", "HFStepper", "NativeStepper", "Stepper", "beam_search", "search_with"]
+__all__ = ["NEG", "HFStepper", "NativeStepper", "Stepper", "attention_key_labels", "beam_search",
+           "run_search", "search_with"]
 
 MAX_BEAM, MAX_LEN = 16, 256
 

@@ -37,6 +37,7 @@ from .steppers import Stepper
 NEG = -1.0e9  # HF's "impossible" score
 
 
+@torch.inference_mode()
 def run_search(stepper: Stepper, *, beam_size: int, max_new: int, length_penalty: float,
                early_stopping: bool | str, num_return: int, prefix_ids: list[int] = (),
                ) -> tuple[list[BeamNode], list[Hypothesis], dict]:
@@ -167,3 +168,12 @@ def make_tree(stepper: Stepper, nodes, hyps, settings: dict) -> BeamTree:
                     source_tokens=list(stepper.source_tokens),
                     attention_keys=list(stepper.attention_keys),
                     attention_kind=stepper.attention_kind)
+
+
+def attention_key_labels(tree: BeamTree, node_id: int) -> list[str]:
+    """Labels of the key axis of node_id's attention. "cross": the source tokens. "self"
+    (decoder-only): the prompt, then the tokens of the path before this node, one more key
+    per step."""
+    if tree.attention_kind != "self":
+        return list(tree.attention_keys)
+    return list(tree.attention_keys) + [n.token for n in tree.path(node_id)[:-1]]
