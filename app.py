@@ -1,13 +1,15 @@
 """Attention Lab: `streamlit run app.py` (or `make run`)."""
 
+from pathlib import Path
+
 import streamlit as st
 
 from ui.sidebar import sidebar
 
-st.set_page_config(page_title="Attention Lab", page_icon=":material/visibility:", layout="wide")
+st.set_page_config(page_title="Attention Lab", page_icon=str(Path(__file__).parent / "assets" / "icon.png"), layout="wide")
 
 PAGES = [
-    st.Page("pages/home.py", title="Home", icon=":material/home:", default=True, url_path="home"),
+    st.Page("pages/home.py", title="Home", icon=":material/home:", default=True),
     st.Page("pages/attention.py", title="Attention", icon=":material/grid_on:", url_path="attention"),
     st.Page("pages/inside.py", title="Inside a head", icon=":material/calculate:",
             url_path="inside"),

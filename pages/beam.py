@@ -10,6 +10,7 @@ from ui.controls import bounded_float, bounded_int
 from ui.errors import reported
 from ui.page import selection
 from ui.runs import get_beam
+from viz_core.decoding import attention_key_labels
 from viz_core.figures.beam import beam_tree_figure, selected_node
 from viz_core.figures.heatmap import matrix_heatmap
 
@@ -86,11 +87,7 @@ else:
         n_layers = node.attention.shape[0]
         layer = st.slider("Layer", 0, n_layers - 1, n_layers - 1, key="beam_layer")
         att = node.attention[layer]  # (head, key)
-        keys = list(tree.attention_keys)
-        if len(keys) < att.shape[1] and node.parent is not None:
-            # decoder-only: the keys also hold the tokens generated on this path so far
-            keys += [n.token for n in tree.path(node.parent)]
-        keys = (keys + ["?"] * att.shape[1])[: att.shape[1]]
+        keys = attention_key_labels(tree, node_id)
         chart(matrix_heatmap(att, [f"head {h}" for h in range(att.shape[0])], keys,
                              title=f"{tree.attention_kind}-attention at step {node.step}, "
                                    f"layer {layer}", y_title="head"),

@@ -55,6 +55,7 @@ def open_page(browser, url):
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on("response", lambda r: errors.append(f"HTTP {r.status} {r.url}")
             if r.status >= 400 and not is_base_path_probe(r.url) else None)
+    page.on("requestfailed", lambda r: errors.append(f"FAILED {r.url} {r.failure}"))
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     page.goto(url)
     return page, errors, dialogs
@@ -93,3 +94,77 @@ def test_script_in_text_never_runs(app_url, chromium_browser):
     assert not dialogs
     assert page.locator("img[src='x']").count() == 0
     assert HOSTILE in page.get_by_label("Input text").input_value()
+
+
+PAGES = ["home", "attention", "inside", "positional", "masks", "beam", "heads", "compare"]
+
+
+def settle(page):
+    """Wait until Streamlit has finished running the script."""
+    page.wait_for_timeout(300)
+    page.wait_for_selector("[data-testid='stStatusWidget']", state="detached", timeout=90_000)
+
+
+def test_every_page_renders_its_charts(app_url, chromium_browser):
+    base, toy = app_url
+    q = urllib.parse.urlencode({"model": toy, "text": "the cat saw the dog"})
+    for name in PAGES:
+        path = "" if name == "home" else name
+        page, errors, _ = open_page(chromium_browser, f"{base}/{path}?{q}")
+        if name != "home":
+            wait_chart(page)
+        settle(page)
+        assert page.locator("[data-testid='stException']").count() == 0, name
+        page.screenshot(path=str(ARTIFACTS / f"page-{name}.png"), full_page=True)
+        assert not real_errors(errors), (name, errors)
+        page.close()
+
+
+def click_point(page, chart_index: int, trace_name: str, customdata):
+    """Click the first marker of the named scatter trace (in the chart_index-th chart) whose
+    customdata equals `customdata` (None: the first marker)."""
+    box = page.evaluate(
+        """([ci, name, want]) => {
+            const gd = document.querySelectorAll('.js-plotly-plot')[ci];
+            const scatter = [...gd.data.keys()].filter(i => gd.data[i].type === 'scatter');
+            const idx = gd.data.findIndex(t => (t.name || '').startsWith(name));
+            const cd = gd.data[idx].customdata || [];
+            const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+            const pi = want === null ? 0 : [...cd].findIndex(c => same(
+                Array.isArray(c) || ArrayBuffer.isView(c) ? [...c] : c, want));
+            const layer = gd.querySelectorAll('.scatterlayer .trace')[scatter.indexOf(idx)];
+            const r = layer.querySelectorAll('path.point')[pi].getBoundingClientRect();
+            return {x: r.x + r.width / 2, y: r.y + r.height / 2};
+        }""", [chart_index, trace_name, customdata])
+    page.mouse.click(box["x"], box["y"])
+
+
+def test_clicking_a_grid_cell_opens_that_head(app_url, chromium_browser):
+    base, toy = app_url
+    q = urllib.parse.urlencode({"model": toy, "text": "the cat saw the dog"})
+    page, errors, _ = open_page(chromium_browser, f"{base}/attention?{q}")
+    wait_chart(page)
+    settle(page)
+    click_point(page, 1, "cells", [1, 2])
+    page.wait_for_function("() => new URL(location.href).searchParams.get('head') === '2'"
+                           " && new URL(location.href).searchParams.get('layer') === '1'",
+                           timeout=60_000)
+    assert not real_errors(errors), errors
+
+
+def test_clicking_a_beam_node_shows_its_attention(app_url, chromium_browser):
+    base, toy = app_url
+    q = urllib.parse.urlencode({"model": toy, "text": "the cat saw the dog", "beam": 3,
+                                "max_len": 5})
+    page, errors, _ = open_page(chromium_browser, f"{base}/beam?{q}")
+    wait_chart(page)
+    settle(page)
+    assert page.get_by_text("Click a kept or finished node").count() == 1
+    click_point(page, 0, "nodes: kept", None)
+    page.wait_for_selector("text=What the model looked at", timeout=30_000)
+    page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length >= 2",
+                           timeout=60_000)
+    settle(page)
+    page.screenshot(path=str(ARTIFACTS / "beam-node.png"), full_page=True)
+    assert page.get_by_text("Click a kept or finished node").count() == 0
+    assert not real_errors(errors), errors
