@@ -16,6 +16,14 @@ MODEL_CACHE = 4
 TRACE_CACHE = 32
 
 
+def _unfreeze(options: tuple) -> dict:
+    """Cache keys hold options as sorted tuples; ablate={block: [heads]} travels as pairs."""
+    opts = dict(options)
+    if opts.get("ablate"):
+        opts["ablate"] = {block: list(heads) for block, heads in opts["ablate"]}
+    return opts
+
+
 @st.cache_resource(max_entries=MODEL_CACHE, show_spinner=False)
 def get_model(name: str, device: str):
     return vc.load(name, device)
@@ -24,13 +32,13 @@ def get_model(name: str, device: str):
 @st.cache_resource(max_entries=TRACE_CACHE, show_spinner=False)
 def get_trace(name: str, device: str, text: str, target: str | None, options: tuple = ()):
     model = get_model(name, device)
-    return model.trace(text, target or None, **dict(options))
+    return model.trace(text, target or None, **_unfreeze(options))
 
 
 @st.cache_resource(max_entries=TRACE_CACHE, show_spinner=False)
 def get_beam(name: str, device: str, text: str, options: tuple = ()):
     model = get_model(name, device)
-    return model.beam_search(text, **dict(options))
+    return model.beam_search(text, **_unfreeze(options))
 
 
 @st.cache_resource(max_entries=TRACE_CACHE, show_spinner=False)
