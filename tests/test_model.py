@@ -215,3 +215,18 @@ def test_encoder_only_and_config_validation():
     with pytest.raises(CheckpointError, match="parameters"):
         TransformerConfig(d_model=65536, n_heads=4, d_ff=10**6, src_vocab_size=5,
                           tgt_vocab_size=5).validate()
+
+
+def test_softmax_runs_in_float32_for_low_precision_weights():
+    model = make().to(torch.bfloat16)
+    src = torch.tensor([[4, 5, 6, 2]])
+    tgt = torch.tensor([[1, 7, 8]])
+    hooks = Hooks(capture=("scores", "pattern"))
+    with torch.no_grad():
+        out = model(src, tgt, hooks)
+    assert out.dtype == torch.bfloat16
+    for key, t in hooks.cache.items():
+        assert t.dtype == torch.float32, key
+        if key.endswith("pattern"):
+            torch.testing.assert_close(t.sum(-1), torch.ones_like(t.sum(-1)), atol=1e-6,
+                                       rtol=0)
