@@ -1,0 +1,466 @@
+"""A toy English -> French translation task, from a small grammar written here.
+
+The grammar is small (about 110 nouns, 50 adjectives, 60 verbs) but has what makes
+cross-attention worth looking at:
+
+- gender and number agreement: le/la/les, un/une/des, mon/ma/mes, adjective endings;
+- most adjectives after the noun ("the red car" -> "la voiture rouge"), a few before it
+  (petit, grand, beau, jeune, vieux, bon, mauvais, joli, long, nouveau, gros), and "de"
+  instead of "des" before a plural adjective ("some small cats" -> "de petits chats");
+- verbs conjugated by person (regular -er/-ir/-re verbs and irregular ones, present tense);
+- object pronouns before the verb ("I see it" -> "je le vois");
+- negation around the verb ("I do not see the cat" -> "je ne vois pas le chat"), with "de"
+  for an indefinite object ("I do not see a cat" -> "je ne vois pas de chat").
+
+Translation is a function: every English sentence has exactly one French output.
+Conventions that make it so: "you" is "tu" (object "te"), "you all" is "vous"; "they" is
+"ils" (English does not mark the gender, so "elles" is never produced from a pronoun);
+"him" -> "le", "her" -> "la", "them" -> "les", and "it" -> "le" ("it" stands for a
+masculine thing). French words never start with a vowel or mute h where elision would
+apply, so there are no apostrophes. Everything is lowercase, word-level tokens.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from ..tokenizer import Vocab
+from .common import Pair, make_split
+
+NAME = "en-fr"
+KIND = "encoder-decoder"
+GENERATOR_VERSION = "en-fr-1"
+DESCRIPTION = "Toy English -> French translation (agreement, adjective order, pronouns, ne...pas)"
+EXAMPLES = ["the red car", "I see it", "I do not see the cat", "the small black cats eat the cake",
+            "she does not want a green apple", "my old dog finishes his soup"]
+DEFAULTS = dict(d_model=128, n_heads=4, n_layers=2, n_decoder_layers=2, d_ff=256, dropout=0.1,
+                max_len=32, steps=4000, batch_size=64, lr=1.5e-3, warmup=300,
+                n_train=300_000, n_test=1000)
+
+# ---- lexicon ------------------------------------------------------------------------------
+# "english|french|gender", plurals by rule unless given as "en,en_pl|fr,fr_pl|g".
+ANIMATE = """cat|chat|m dog|chien|m boy|garçon|m girl|fille|f woman,women|femme|f king|roi|m
+queen|reine|f father|père|m mother|mère|f brother|frère|m sister|sœur|f doctor|médecin|m
+teacher|professeur|m neighbour|voisin|m baker|boulanger|m farmer|fermier|m soldier|soldat|m
+horse|cheval|m rabbit|lapin|m mouse,mice|souris|f cow|vache|f wolf,wolves|loup|m fox|renard|m
+monkey|singe|m tiger|tigre|m lion|lion|m goat|chèvre|f hen|poule|f duck|canard|m
+frog|grenouille|f turtle|tortue|f whale|baleine|f giraffe|girafe|f cousin|cousin|m
+cook|cuisinier|m pilot|pilote|m""".split()
+THINGS = """book|livre|m car|voiture|f table|table|f house|maison|f apple|pomme|f chair|chaise|f
+door|porte|f window|fenêtre|f letter|lettre|f flower|fleur|f cup|tasse|f bottle|bouteille|f
+dress|robe|f shirt|chemise|f lamp|lampe|f box|boîte|f key|clé|f pie|tarte|f soup|soupe|f
+map|carte|f guitar|guitare|f feather|plume|f song|chanson|f candle|bougie|f spoon|cuillère|f
+fork|fourchette|f skirt|jupe|f suitcase|valise|f banana|banane|f tomato,tomatoes|tomate|f
+carrot|carotte|f doll|poupée|f city|ville|f street|rue|f road|route|f photo|photo|f
+radio|radio|f cake|gâteau|m boat|bateau|m bike|vélo|m truck|camion|m pen|stylo|m train|train|m
+garden|jardin|m bread|pain|m cheese|fromage|m hat|chapeau|m coat|manteau|m knife,knives|couteau|m
+glass|verre|m bag|sac|m basket|panier|m gift|cadeau|m painting|tableau|m film|film|m
+piano|piano|m ball|ballon|m desk|bureau|m hammer|marteau|m phone|téléphone|m castle|château|m
+village|village|m bridge|pont|m flag|drapeau|m newspaper|journal|m chocolate|chocolat|m
+sandwich|sandwich|m ticket|billet|m bowl|bol|m pencil|crayon|m wall|mur|m mirror|miroir|m
+carpet|tapis|m cushion|coussin|m shoe|chaussure|f sock|chaussette|f glove|gant|m ring|bague|f
+necklace|collier|m moon|lune|f sun|soleil|m cloud|nuage|m river|rivière|f lake|lac|m
+mountain|montagne|f forest|forêt|f beach|plage|f field|champ|m blanket|couverture|f""".split()
+
+# "english|m_sg,f_sg,m_pl,f_pl" (one French form = the regular -e/-s/-es pattern)
+POST_ADJ = """red|rouge black|noir white|blanc,blanche,blancs,blanches green|vert blue|bleu
+grey|gris,grise,gris,grises yellow|jaune pink|rose brown|marron,marron,marron,marron
+orange|orange,orange,orange,orange purple|violet,violette,violets,violettes
+happy|heureux,heureuse,heureux,heureuses sad|triste fast|rapide slow|lent strong|fort
+tired|fatigué clean|propre dirty|sale heavy|lourd round|rond rich|riche cold|froid hot|chaud
+empty|vide full|plein funny|drôle sick|malade brave|courageux,courageuse,courageux,courageuses
+lazy|paresseux,paresseuse,paresseux,paresseuses famous|célèbre quiet|calme noisy|bruyant
+broken|cassé wet|mouillé dry|sec,sèche,secs,sèches soft|doux,douce,doux,douces sweet|sucré
+hungry|affamé angry|fâché smart|intelligent strange|bizarre modern|moderne""".split()
+PRE_ADJ = """small|petit big|grand beautiful|beau,belle,beaux,belles young|jeune
+old|vieux,vieille,vieux,vieilles good|bon,bonne,bons,bonnes bad|mauvais,mauvaise,mauvais,mauvaises
+pretty|joli long|long,longue,longs,longues new|nouveau,nouvelle,nouveaux,nouvelles
+fat|gros,grosse,gros,grosses""".split()
+
+# French present tense: je, tu, il/elle, nous, vous, ils/elles
+IRREGULAR = {
+    "voir": "vois vois voit voyons voyez voient", "prendre": "prends prends prend prenons "
+    "prenez prennent", "faire": "fais fais fait faisons faites font",
+    "lire": "lis lis lit lisons lisez lisent", "boire": "bois bois boit buvons buvez boivent",
+    "connaître": "connais connais connaît connaissons connaissez connaissent",
+    "tenir": "tiens tiens tient tenons tenez tiennent",
+    "conduire": "conduis conduis conduit conduisons conduisez conduisent",
+    "vouloir": "veux veux veut voulons voulez veulent",
+    "peindre": "peins peins peint peignons peignez peignent",
+    "recevoir": "reçois reçois reçoit recevons recevez reçoivent",
+    "suivre": "suis suis suit suivons suivez suivent",
+    "dormir": "dors dors dort dormons dormez dorment",
+    "courir": "cours cours court courons courez courent",
+    "rire": "ris ris rit rions riez rient", "sourire": "souris souris sourit sourions souriez "
+    "sourient",
+}
+# "english|french" (English base form; a two-word English verb uses "_": look_for)
+TRANSITIVE = """see|voir take|prendre make|faire read|lire drink|boire know|connaître hold|tenir
+drive|conduire want|vouloir paint|peindre receive|recevoir follow|suivre watch|regarder
+eat|manger carry|porter find|trouver touch|toucher wash|laver keep|garder pull|tirer
+push|pousser hide|cacher draw|dessiner cut|couper visit|visiter show|montrer close|fermer
+break|casser throw|lancer fix|réparer look_for|chercher bite|mordre sell|vendre lose|perdre
+return|rendre defend|défendre finish|finir choose|choisir fill|remplir punish|punir
+grab|saisir build|bâtir feed|nourrir""".split()
+INTRANSITIVE = """sleep|dormir run|courir sing|chanter dance|danser walk|marcher work|travailler
+swim|nager laugh|rire cry|pleurer play|jouer jump|sauter talk|parler smile|sourire""".split()
+
+PERSONS = ("1s", "2s", "3s", "1p", "2p", "3p")
+SUBJECTS = [("i", "je", "1s"), ("you", "tu", "2s"), ("he", "il", "3s"), ("she", "elle", "3s"),
+            ("we", "nous", "1p"), ("you all", "vous", "2p"), ("they", "ils", "3p")]
+OBJECTS = [("me", "me", "1s"), ("you", "te", "2s"), ("him", "le", "3s"), ("her", "la", "3s"),
+           ("it", "le", "3s"), ("us", "nous", "1p"), ("you all", "vous", "2p"),
+           ("them", "les", "3p")]
+# English determiner -> French (masc sg, fem sg, plural); None = not used in that number
+DETERMINERS = {"the": ("le", "la", "les"), "a": ("un", "une", None), "some": (None, None, "des"),
+               "my": ("mon", "ma", "mes"), "your": ("ton", "ta", "tes"),
+               "his": ("son", "sa", "ses"), "her": ("son", "sa", "ses"),
+               "our": ("notre", "notre", "nos"), "their": ("leur", "leur", "leurs"),
+               "this": ("ce", "cette", None), "these": (None, None, "ces")}
+
+
+@dataclass(frozen=True)
+class Noun:
+    en: str
+    en_pl: str
+    fr: str
+    fr_pl: str
+    gender: str  # "m" | "f"
+    animate: bool
+
+
+@dataclass(frozen=True)
+class Adjective:
+    en: str
+    forms: tuple[str, str, str, str]  # masc sg, fem sg, masc pl, fem pl
+    before: bool  # placed before the noun in French
+
+    def agree(self, gender: str, plural: bool) -> str:
+        return self.forms[(gender == "f") + 2 * plural]
+
+
+@dataclass(frozen=True)
+class Verb:
+    en: str  # base form ("look for")
+    en_3s: str  # third person singular ("looks for")
+    fr: tuple[str, ...]  # je, tu, il, nous, vous, ils
+
+    def conjugate(self, person: str) -> str:
+        return self.fr[PERSONS.index(person)]
+
+
+def en_plural(word: str) -> str:
+    if word.endswith(("s", "x", "z", "ch", "sh")):
+        return word + "es"
+    if word.endswith("y") and word[-2] not in "aeiou":
+        return word[:-1] + "ies"
+    return word + "s"
+
+
+def fr_plural(word: str) -> str:
+    if word.endswith(("s", "x", "z")):
+        return word
+    if word.endswith("eau"):
+        return word + "x"
+    if word.endswith("al"):
+        return word[:-2] + "aux"
+    return word + "s"
+
+
+def en_third_person(base: str) -> str:
+    head, _, rest = base.partition(" ")
+    return " ".join([en_plural(head), *([rest] if rest else [])])
+
+
+def fr_conjugate(infinitive: str) -> tuple[str, ...]:
+    if infinitive in IRREGULAR:
+        return tuple(IRREGULAR[infinitive].split())
+    stem, group = infinitive[:-2], infinitive[-2:]
+    if group == "er":
+        nous = stem + ("e" if stem.endswith("g") else "") + "ons"
+        if stem.endswith("c"):
+            nous = stem[:-1] + "çons"
+        return (stem + "e", stem + "es", stem + "e", nous, stem + "ez", stem + "ent")
+    if group == "ir":  # second group: finir -> finissons
+        return (stem + "is", stem + "is", stem + "it", stem + "issons", stem + "issez",
+                stem + "issent")
+    if group == "re":
+        return (stem + "s", stem + "s", stem, stem + "ons", stem + "ez", stem + "ent")
+    raise ValueError(f"cannot conjugate {infinitive!r}")
+
+
+def _nouns(entries: list[str], animate: bool) -> list[Noun]:
+    out = []
+    for entry in entries:
+        en, fr, gender = entry.split("|")
+        en_sg, _, en_pl = en.partition(",")
+        fr_sg, _, fr_pl = fr.partition(",")
+        out.append(Noun(en_sg, en_pl or en_plural(en_sg), fr_sg, fr_pl or fr_plural(fr_sg),
+                        gender, animate))
+    return out
+
+
+def _adjectives(entries: list[str], before: bool) -> list[Adjective]:
+    out = []
+    for entry in entries:
+        en, fr = entry.split("|")
+        forms = fr.split(",")
+        if len(forms) == 1:
+            base = forms[0]
+            fem = base if base.endswith("e") else base + "e"
+            forms = [base, fem, fr_plural(base), fem + "s"]
+        out.append(Adjective(en, tuple(forms), before))
+    return out
+
+
+def _verbs(entries: list[str]) -> list[Verb]:
+    out = []
+    for entry in entries:
+        en, fr = entry.split("|")
+        en = en.replace("_", " ")
+        out.append(Verb(en, en_third_person(en), fr_conjugate(fr)))
+    return out
+
+
+NOUNS_ANIMATE = _nouns(ANIMATE, True)
+NOUNS_THINGS = _nouns(THINGS, False)
+NOUNS = NOUNS_ANIMATE + NOUNS_THINGS
+ADJECTIVES_POST = _adjectives(POST_ADJ, False)
+ADJECTIVES_PRE = _adjectives(PRE_ADJ, True)
+VERBS_TRANSITIVE = _verbs(TRANSITIVE)
+VERBS_INTRANSITIVE = _verbs(INTRANSITIVE)
+
+
+# ---- grammar ------------------------------------------------------------------------------
+@dataclass
+class Sentence:
+    en: list[str] = field(default_factory=list)
+    fr: list[str] = field(default_factory=list)
+    # reordered adjective-noun pairs: (fr noun, en noun, fr adj, en adj) token positions
+    reordered: list[tuple[int, int, int, int]] = field(default_factory=list)
+
+    def add(self, en: list[str] | str, fr: list[str] | str) -> None:
+        self.en += en.split() if isinstance(en, str) else en
+        self.fr += fr.split() if isinstance(fr, str) else fr
+
+    def pair(self) -> Pair:
+        return Pair(" ".join(self.en), " ".join(self.fr))
+
+
+def noun_phrase(s: Sentence, rng: random.Random, animate: bool = False,
+                negated_object: bool = False) -> str:
+    """Append a noun phrase to s; returns its person ("3s" or "3p")."""
+    noun = rng.choice(NOUNS_ANIMATE if animate else NOUNS)
+    plural = rng.random() < 0.4
+    det = rng.choice([d for d, fr in DETERMINERS.items() if fr[2 if plural else 0]])
+    r = rng.random()
+    pre = rng.choice(ADJECTIVES_PRE) if r < 0.25 else None
+    post = rng.choice(ADJECTIVES_POST) if 0.15 < r < 0.75 else None
+    fr_det = DETERMINERS[det][2 if plural else (noun.gender == "f")]
+    if negated_object and det in ("a", "some"):
+        fr_det = "de"  # "je ne vois pas de chat"
+        det = "any" if det == "some" else det
+    elif fr_det == "des" and pre is not None:
+        fr_det = "de"  # "de petits chats"
+    en_noun = noun.en_pl if plural else noun.en
+    en_words = [w for w in [pre and pre.en, post and post.en, en_noun] if w]
+    if det == "a" and en_words[0][0] in "aeiou":
+        det = "an"
+    en0, fr0 = len(s.en), len(s.fr)
+    s.add([det, *en_words], [fr_det])
+    if pre is not None:
+        s.add([], pre.agree(noun.gender, plural))
+    s.add([], noun.fr_pl if plural else noun.fr)
+    if post is not None:
+        s.add([], post.agree(noun.gender, plural))
+        en_noun_pos = en0 + len(en_words)
+        s.reordered.append((len(s.fr) - 2, en_noun_pos, len(s.fr) - 1, en_noun_pos - 1))
+    assert fr0 < len(s.fr)
+    return "3p" if plural else "3s"
+
+
+def subject(s: Sentence, rng: random.Random) -> str:
+    if rng.random() < 0.5:
+        en, fr, person = rng.choice(SUBJECTS)
+        s.add(en, fr)
+        return person
+    return noun_phrase(s, rng, animate=True)
+
+
+def verb_phrase(s: Sentence, rng: random.Random, person: str) -> None:
+    negated = rng.random() < 0.3
+    transitive = rng.random() < 0.8
+    verb = rng.choice(VERBS_TRANSITIVE if transitive else VERBS_INTRANSITIVE)
+    en_verb = verb.en_3s if person == "3s" else verb.en
+    if negated:
+        en_verb = ("does not " if person == "3s" else "do not ") + verb.en
+    fr_verb = verb.conjugate(person)
+    pronoun = None
+    if transitive and rng.random() < 0.35:
+        choices = [o for o in OBJECTS if o[2][0] not in "12" or o[2][0] != person[0]]
+        pronoun = rng.choice(choices)
+    if pronoun is not None:
+        s.add(en_verb, (["ne"] if negated else []) + [pronoun[1], fr_verb]
+              + (["pas"] if negated else []))
+        s.add(pronoun[0], [])
+        return
+    s.add(en_verb, (["ne"] if negated else []) + [fr_verb] + (["pas"] if negated else []))
+    if transitive:
+        noun_phrase(s, rng, negated_object=negated)
+
+
+def sentence(rng: random.Random) -> Sentence:
+    """One English sentence and its French translation (a bare noun phrase 15% of the time)."""
+    s = Sentence()
+    if rng.random() < 0.15:
+        noun_phrase(s, rng)
+        return s
+    person = subject(s, rng)
+    verb_phrase(s, rng, person)
+    return s
+
+
+def sample(rng: random.Random) -> Pair:
+    return sentence(rng).pair()
+
+
+def dataset(split: str, n: int, seed: int = 0) -> list[Pair]:
+    return make_split(sample, split, n, seed)
+
+
+def aligned_examples(n: int, seed: int = 0) -> list[tuple[Pair, list[tuple[int, int, int, int]]]]:
+    """Held-out sentences with at least one reordered adjective-noun pair, and the positions
+    (fr noun, en noun, fr adj, en adj) of each such pair (token indices in each sentence)."""
+    from .common import is_held_out
+
+    rng = random.Random(f"{seed}:aligned")
+    out, seen = [], set()
+    while len(out) < n:
+        s = sentence(rng)
+        p = s.pair()
+        if s.reordered and is_held_out(p.source) and p.source not in seen:
+            seen.add(p.source)
+            out.append((p, s.reordered))
+    return out
+
+
+def lexicon_texts() -> tuple[list[str], list[str]]:
+    """Every English and French word the grammar can produce (for complete vocabularies)."""
+    en = ["a an any some do does not you all", " ".join(DETERMINERS), " ".join(
+        w for o in OBJECTS + SUBJECTS for w in o[0].split())]
+    fr = ["de ne pas", " ".join(f for t in DETERMINERS.values() for f in t if f),
+          " ".join(o[1] for o in OBJECTS + SUBJECTS)]
+    for n in NOUNS:
+        en.append(f"{n.en} {n.en_pl}")
+        fr.append(f"{n.fr} {n.fr_pl}")
+    for a in ADJECTIVES_POST + ADJECTIVES_PRE:
+        en.append(a.en)
+        fr.append(" ".join(a.forms))
+    for v in VERBS_TRANSITIVE + VERBS_INTRANSITIVE:
+        en.append(f"{v.en} {v.en_3s}")
+        fr.append(" ".join(v.fr))
+    return en, fr
+
+
+def build_vocabs(pairs: list[Pair]) -> dict[str, Vocab]:
+    """Word vocabularies over the whole lexicon (so no generated word is ever <unk>)."""
+    en, fr = lexicon_texts()
+    return {"source": Vocab.build(en, "word"), "target": Vocab.build(fr, "word")}
+
+
+def evaluate(model, vocabs, test: list[Pair], train: list[Pair]) -> dict:
+    from .common import evaluate_translation
+
+    return evaluate_translation(model, vocabs, test, bleu=True)
+
+
+# ---- reference translation of any sentence of the grammar ---------------------------------
+_EN_NOUNS = {**{n.en: (n, False) for n in NOUNS}, **{n.en_pl: (n, True) for n in NOUNS}}
+_EN_ADJ = {a.en: a for a in ADJECTIVES_POST + ADJECTIVES_PRE}
+_EN_VERBS = {**{v.en: (v, False) for v in VERBS_TRANSITIVE + VERBS_INTRANSITIVE},
+             **{v.en_3s: (v, True) for v in VERBS_TRANSITIVE + VERBS_INTRANSITIVE}}
+_EN_DETS = {**{d: d for d in DETERMINERS}, "an": "a", "any": "some"}
+
+
+def _parse_np(words: list[str], i: int, negated_object: bool) -> tuple[list[str], str, int]:
+    if i >= len(words) or words[i] not in _EN_DETS:
+        raise ValueError(f"expected a determiner at {words[i:]!r}")
+    det = _EN_DETS[words[i]]
+    i += 1
+    adjs = []
+    while i < len(words) and words[i] in _EN_ADJ and words[i] not in _EN_NOUNS:
+        adjs.append(_EN_ADJ[words[i]])
+        i += 1
+    if i >= len(words) or words[i] not in _EN_NOUNS:
+        raise ValueError(f"expected a noun at {words[i:]!r}")
+    noun, plural = _EN_NOUNS[words[i]]
+    pre = [a for a in adjs if a.before]
+    post = [a for a in adjs if not a.before]
+    fr_det = DETERMINERS[det][2 if plural else (noun.gender == "f")]
+    if fr_det is None:
+        raise ValueError(f"{words[i - len(adjs) - 1]!r} does not go with {words[i]!r}")
+    if negated_object and det in ("a", "some"):
+        fr_det = "de"
+    elif fr_det == "des" and pre:
+        fr_det = "de"
+    fr = [fr_det, *(a.agree(noun.gender, plural) for a in pre), noun.fr_pl if plural else noun.fr,
+          *(a.agree(noun.gender, plural) for a in post)]
+    return fr, "3p" if plural else "3s", i + 1
+
+
+def _pronoun(words: list[str], i: int, table) -> tuple[tuple[str, str, str], int] | None:
+    for en, fr, person in table:
+        n = len(en.split())
+        if words[i:i + n] == en.split() and (n == 2 or words[i:i + 2] != ["you", "all"]):
+            return (en, fr, person), i + n
+    return None
+
+
+def translate(english: str) -> str:
+    """The French translation the grammar gives an English sentence (ValueError if it is
+    not a sentence of the grammar). translate("I see it") == "je le vois"."""
+    words = english.lower().split()
+    if not words:
+        raise ValueError("empty sentence")
+    if words[0] in _EN_DETS:
+        fr, person, i = _parse_np(words, 0, False)
+        if i == len(words):
+            return " ".join(fr)
+    else:
+        found = _pronoun(words, 0, SUBJECTS)
+        if found is None:
+            raise ValueError(f"unknown subject {words[0]!r}")
+        (_, fr_subject, person), i = found
+        fr = [fr_subject]
+    negated = words[i:i + 2] in (["do", "not"], ["does", "not"])
+    if negated:
+        if (words[i] == "does") != (person == "3s"):
+            raise ValueError(f"{words[i]!r} does not agree with the subject")
+        i += 2
+    for n in (2, 1):
+        key = " ".join(words[i:i + n])
+        if key in _EN_VERBS and len(words[i:i + n]) == n:
+            verb, third = _EN_VERBS[key]
+            break
+    else:
+        raise ValueError(f"expected a verb at {words[i:]!r}")
+    if not negated and third != (person == "3s") and verb.en != verb.en_3s:
+        raise ValueError(f"{key!r} does not agree with the subject")
+    i += n
+    fr_verb = verb.conjugate(person)
+    obj: list[str] = []
+    if i < len(words):
+        if verb not in VERBS_TRANSITIVE:
+            raise ValueError(f"{verb.en!r} takes no object")
+        found = _pronoun(words, i, OBJECTS) if words[i] in ("me", "you", "him", "her", "it",
+                                                            "us", "them") else None
+        if found is not None and found[1] == len(words):
+            fr_verb = f"{found[0][1]} {fr_verb}"
+            i = found[1]
+        else:
+            obj, _, i = _parse_np(words, i, negated)
+        if i != len(words):
+            raise ValueError(f"unexpected words at the end: {words[i:]!r}")
+    fr += ["ne", *fr_verb.split(), "pas"] if negated else fr_verb.split()
+    return " ".join(fr + obj)
