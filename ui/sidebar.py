@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 
 import streamlit as st
 
@@ -107,15 +106,3 @@ def _use_example() -> None:
         st.session_state.text = st.session_state.example
     st.session_state.example = "—"
 
-
-def model_card(model) -> dict:
-    card = dict(getattr(model, "card", {}) or {})
-    card.setdefault("info", model.info())
-    return card
-
-
-def read_card_file(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
