@@ -7,7 +7,7 @@ import streamlit as st
 from ui import state
 from ui.charts import chart, download
 from ui.controls import bounded_float, bounded_int
-from ui.errors import reported
+from ui.errors import literal, reported
 from ui.page import selection
 from ui.runs import get_beam
 from viz_core.decoding import attention_key_labels
@@ -76,7 +76,7 @@ if node_id is None:
 else:
     node = tree.node(node_id)
     path = " ".join(n.token for n in tree.path(node_id))
-    st.markdown(f"Node {node_id}: step {node.step}, token `{node.token}`, "
+    st.markdown(f"Node {node_id}: step {node.step}, token {literal(node.token)}, "
                 f"log-prob {node.logprob:.3f}, cumulative {node.cum_logprob:.3f}, "
                 f"score {node.score:.3f} — {node.status}")
     st.code(path, language=None)

@@ -5,7 +5,7 @@ import streamlit as st
 
 from ui import state
 from ui.charts import chart
-from ui.errors import reported
+from ui.errors import literal, reported
 from ui.page import selection, show_trace_messages
 from ui.runs import get_model, get_trace
 from ui.sidebar import model_choices
@@ -26,7 +26,7 @@ else:
 
 traces = []
 for name, text in runs:
-    with st.spinner(f"Running {name}…"), reported(f"running {name}"):
+    with st.spinner(f"Running {literal(name)}…"), reported(f"running {name}"):
         get_model(name, sel.device)
         traces.append(get_trace(name, sel.device, text, sel.target if name == sel.model_name
                                 else None, ()))
@@ -45,7 +45,7 @@ blocks = [t.layers(kind)[int(layer)] for t in traces]
 left, right = st.columns(2)
 for col, (name, text), t, b, key in zip((left, right), runs, traces, blocks, ("a", "b")):
     with col:
-        st.markdown(f"**{name}**")
+        st.markdown(f"**{literal(name)}**")
         st.code(text, language=None)
         show_trace_messages(t)
         chart(block_heatmap(b, int(head)), key=f"cmp_{key}", name=f"compare-{key}")

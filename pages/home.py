@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from ui.errors import literal
 from ui.page import selection
 
 sel = selection()
@@ -26,9 +27,9 @@ st.markdown("""
 
 Every setting lives in the address bar: copy it to share exactly what you see.
 """)
-st.subheader(f"Model: {sel.model_name}")
+st.subheader(f"Model: {literal(sel.model_name)}")
 card = dict(getattr(sel.model, "card", {}) or {})
 if card.get("description"):
-    st.write(card["description"])
+    st.markdown(literal(card["description"]))  # a user-pointed card.json
 st.json({"info": sel.model.info(), **{k: v for k, v in card.items() if k != "description"}},
         expanded=False)

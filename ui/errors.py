@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from contextlib import contextmanager
 
 import streamlit as st
@@ -11,6 +12,15 @@ import viz_core as vc
 
 log = logging.getLogger("attention_lab")
 
+_MARKUP = re.compile(r"([\\`*_{}\[\]()#+\-.!|~<>$:&=\"'])")
+
+
+def literal(text) -> str:
+    """Text for st.markdown / st.error & co. that shows exactly as typed: every ASCII
+    punctuation mark is backslash-escaped (CommonMark), so no Markdown, LaTeX ($), colour or
+    icon directive (:red[...], :material/x:) or HTML can take effect; newlines stay breaks."""
+    return _MARKUP.sub(r"\\\1", str(text)).replace("\n", "  \n")
+
 
 @contextmanager
 def reported(what: str):
@@ -18,10 +28,10 @@ def reported(what: str):
     try:
         yield
     except vc.VizError as err:
-        st.error(str(err), icon="⚠️")
+        st.error(literal(err), icon="⚠️")
         st.stop()
     except Exception as err:  # noqa: BLE001 - the user sees a message, the log the details
         log.exception("%s failed", what)
-        st.error(f"Something went wrong while {what} ({type(err).__name__}). "
+        st.error(f"Something went wrong while {literal(what)} ({type(err).__name__}). "
                  "Try another input or model; the rest of the app keeps working.", icon="⚠️")
         st.stop()

@@ -9,9 +9,10 @@ import streamlit as st
 
 import viz_core as vc
 from viz_core.loading import CHECKPOINTS
+from viz_core.policy import BUILTIN_HF, Policy, set_default_policy
 
 from . import state
-from .errors import reported
+from .errors import literal, reported
 from .runs import get_model
 
 MINILM = "minilm"
@@ -45,22 +46,61 @@ def describe(name: str) -> str:
         return ""
 
 
-def model_choices() -> list[str]:
+def deployment_policy() -> Policy:
+    """ATTENTION_LAB_* environment variables, overridden by an [attention_lab] table (or
+    top-level ATTENTION_LAB_* keys) in .streamlit/secrets.toml when there is one. Also made
+    viz_core's default, so vc.load enforces the same policy (sizes before allocation)."""
+    overrides = {}
+    try:
+        secrets = st.secrets
+        table = secrets.get("attention_lab", {})
+        overrides.update({str(k): v for k, v in dict(table).items()})
+        overrides.update({k: v for k, v in secrets.items() if k.startswith("ATTENTION_LAB_")})
+    except Exception:  # noqa: BLE001 - no secrets.toml (FileNotFoundError etc.): env only
+        pass
+    with reported("reading the deployment settings"):
+        policy = Policy.from_env(overrides=overrides)
+    set_default_policy(policy)
+    return policy
+
+
+def model_choices(policy: Policy | None = None) -> list[str]:
+    policy = policy or deployment_policy()
     shipped = vc.shipped_models()
     ordered = [n for n in DEFAULT_ORDER if n in shipped] + [n for n in shipped
                                                              if n not in DEFAULT_ORDER]
-    return [*ordered, MINILM]
+    return [n for n in [*ordered, MINILM] if policy.permits(n, builtin=True)]
+
+
+def custom_allowed(policy: Policy) -> bool:
+    """Offer the free-text model box only when some non-built-in model could pass."""
+    builtin = {*vc.shipped_models(), *BUILTIN_HF}
+    if policy.allowed:
+        return any(a not in builtin for a in policy.allowed)
+    return policy.allow_local_paths or policy.allow_hub
 
 
 def sidebar() -> Selection:
-    choices = model_choices()
-    url_model = state.url_text("model", choices[0])
-    picked = url_model if url_model in choices else CUSTOM
+    policy = deployment_policy()
+    choices = model_choices(policy)
+    options = [*choices, CUSTOM] if custom_allowed(policy) else choices
+    if not options:
+        st.error("This deployment allows no model (see ATTENTION_LAB_ALLOWED_MODELS).")
+        st.stop()
+    url_model = state.url_text("model", options[0] if choices else "")
+    picked = url_model if url_model in choices else (CUSTOM if CUSTOM in options
+                                                       else options[0])
+    if url_model and url_model not in choices and CUSTOM not in options:
+        state.notice(f"This deployment does not allow the model {url_model[:80]!r}; "
+                     f"showing {options[0]}.")
     state.widget_default("model_pick", picked)
     state.widget_default("model_custom", "" if url_model in choices else url_model)
+    if st.session_state.model_pick not in options:
+        st.session_state.model_pick = options[0]
+    state.clean_state("model_custom", "model name")
 
     with st.sidebar:
-        st.selectbox("Model", [*choices, CUSTOM], key="model_pick",
+        st.selectbox("Model", options, key="model_pick",
                      format_func=lambda n: n if n == CUSTOM else f"{n} — {describe(n)}"[:80],
                      help="Shipped demo models, the embedded MiniLM, or your own model.")
         name = st.session_state.model_pick
@@ -75,14 +115,19 @@ def sidebar() -> Selection:
         state.widget_default("device", state.url_choice("device", devices, "auto"))
         st.selectbox("Device", devices, key="device",
                      help="auto picks a GPU when there is one, else the CPU.")
-        with st.spinner(f"Loading {name}…"), reported(f"loading the model {name!r}"):
+        with st.spinner(f"Loading {literal(name[:80])}…"), \
+                reported(f"loading the model {name[:80]!r}"):
+            policy.check_name(name, builtin=name in choices)
             model = get_model(name, st.session_state.device)
+        for message in getattr(model, "notices", []):
+            st.warning(message, icon="🐢")
 
         examples = model.examples()
         # a new model brings its own first example unless the URL names a text
         if st.session_state.get("_text_model") != name:
             st.session_state["_text_model"] = name
             st.session_state["text"] = state.url_text("text", examples[0] if examples else "")
+        state.clean_state("text", "input text")
         st.text_area("Input text", key="text", max_chars=state.MAX_TEXT_CHARS, height=90)
         if examples:
             st.selectbox("Examples", ["—", *examples], key="example",
@@ -90,10 +135,12 @@ def sidebar() -> Selection:
         target = None
         if model.kind == "encoder-decoder":
             state.widget_default("target", state.url_text("target", ""))
+            state.clean_state("target", "target")
             st.text_input("Target (optional)", key="target",
                           help="Teacher-force this output; leave empty to see the model's "
                                "own greedy output.")
             target = st.session_state.target.strip() or None
+        state.show_notices()
         st.radio("Chart images", ["png", "svg"], key="image_format", horizontal=True,
                  help="Format saved by the camera button of every chart's toolbar.")
         state.to_url(model=name, device=st.session_state.device, text=st.session_state.text,

@@ -17,9 +17,32 @@ def show_notices() -> None:
         st.info(message, icon="ℹ️")
 
 
+def clean_text(value: str, what: str = "text") -> str:
+    """Text that can be sent to the browser and the model: NUL removed, lone surrogates
+    (which no UTF-8 page can carry) replaced by U+FFFD, with a notice when anything changed."""
+    cleaned = value.replace("\x00", "")
+    if any(0xD800 <= ord(c) <= 0xDFFF for c in cleaned):
+        cleaned = "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in cleaned)
+        notice(f"The {what} held invalid characters (lone UTF-16 surrogates); each was "
+               "replaced by �.")
+    return cleaned
+
+
+def clean_state(key: str, what: str = "text") -> None:
+    """clean_text on a widget's session value, before the widget is created."""
+    value = st.session_state.get(key)
+    if isinstance(value, str):
+        cleaned = clean_text(value, what)
+        if len(cleaned) > MAX_TEXT_CHARS:
+            notice(f"The {what} was {len(cleaned):,} characters; it was cut to "
+                   f"{MAX_TEXT_CHARS:,}.")
+            cleaned = cleaned[:MAX_TEXT_CHARS]
+        if cleaned != value:
+            st.session_state[key] = cleaned
+
+
 def url_text(key: str, default: str = "") -> str:
-    value = st.query_params.get(key, default)
-    value = value.replace("\x00", "")
+    value = clean_text(st.query_params.get(key, default), f"'{key}' value in the address")
     if len(value) > MAX_TEXT_CHARS:
         notice(f"The '{key}' value in the address was {len(value):,} characters; "
                f"it was cut to {MAX_TEXT_CHARS:,}.")

