@@ -149,32 +149,33 @@ def _split_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
     return x.view(b, t, heads, d // heads).transpose(1, 2)  # (B, H, T, dh)
 
 
-def attention_qkv(model, family: str, layer_index: int, hidden: torch.Tensor):
+def attention_qkv(model, family: str, layer_index: int, hidden: torch.Tensor,
+                  need=("q", "k", "v")):
     """q, k, v (B, H, T, dh) and the score scale of one self-attention layer.
 
     hidden: the hidden state entering that layer, i.e. ``output_hidden_states[layer_index]``.
     Mirrors the layer's own forward: BERT/RoBERTa/DistilBERT (post-LN) project the layer input
     directly; GPT-2 (pre-LN) projects ``ln_1(input)`` with one Conv1D ``c_attn`` split in 3.
+    need: which of q, k, v to compute (separate projections skip the others: None).
     """
-    if family in ("bert", "roberta"):
-        sa = encoder_layers(model, family)[layer_index].attention.self
-        h = sa.num_attention_heads
-        q, k, v = sa.query(hidden), sa.key(hidden), sa.value(hidden)
-        scale = sa.scaling
-    elif family == "distilbert":
-        sa = encoder_layers(model, family)[layer_index].attention
-        h = sa.n_heads
-        q, k, v = sa.q_lin(hidden), sa.k_lin(hidden), sa.v_lin(hidden)
-        scale = sa.scaling
-    elif family == "gpt2":
+    if family in ("bert", "roberta", "distilbert"):
+        if family == "distilbert":
+            sa = encoder_layers(model, family)[layer_index].attention
+            h, proj = sa.n_heads, {"q": sa.q_lin, "k": sa.k_lin, "v": sa.v_lin}
+        else:
+            sa = encoder_layers(model, family)[layer_index].attention.self
+            h, proj = sa.num_attention_heads, {"q": sa.query, "k": sa.key, "v": sa.value}
+        q, k, v = (_split_heads(proj[p](hidden), h) if p in need else None
+                   for p in ("q", "k", "v"))
+        return q, k, v, float(sa.scaling)
+    if family == "gpt2":
         block = decoder_layers(model, family)[layer_index]
         attn = block.attn
         h = attn.num_heads
-        q, k, v = attn.c_attn(block.ln_1(hidden)).split(attn.split_size, dim=2)
+        q, k, v = attn.c_attn(block.ln_1(hidden)).split(attn.split_size, dim=2)  # one Conv1D
         scale = attn.scaling  # includes scale_attn_weights and scale_attn_by_inverse_layer_idx
-    else:
-        raise ValueError(f"no score recomputation for {family}")
-    return _split_heads(q, h), _split_heads(k, h), _split_heads(v, h), float(scale)
+        return _split_heads(q, h), _split_heads(k, h), _split_heads(v, h), float(scale)
+    raise ValueError(f"no score recomputation for {family}")
 
 
 def positional_table(model, family: str, n: int):

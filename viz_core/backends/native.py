@@ -34,6 +34,7 @@ class NativeModel(Backend):
         self.name = name or self.card.get("name", "")
         self.path = None if path is None else str(path)
         self.device = next(model.parameters()).device
+        self._n_params = sum(p.numel() for p in model.parameters())  # info() on every trace
 
     @classmethod
     def from_dir(cls, path: str | Path, device="auto", name: str = "") -> NativeModel:
@@ -45,7 +46,7 @@ class NativeModel(Backend):
         return self.cfg.max_len
 
     def info(self) -> dict:
-        n_params = sum(p.numel() for p in self.model.parameters())
+        n_params = self._n_params
         return {**super().info(), "layers": self.cfg.n_layers, "decoder_layers":
                 self.cfg.n_decoder_layers, "heads": self.cfg.n_heads, "d_model":
                 self.cfg.d_model, "parameters": n_params, "positional": self.cfg.positional}

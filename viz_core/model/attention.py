@@ -75,13 +75,28 @@ class MultiHeadAttention(nn.Module):
         q = hooks(name, "q", q)
         k = hooks(name, "k", k)
         v = hooks(name, "v", v)
-        scores = (q @ k.transpose(-2, -1)).float() / math.sqrt(self.d_k)  # (B, H, Tq, Tk)
+        # Every N^2 tensor costs an allocation and a pass over memory, so under no_grad /
+        # inference_mode we work in place where nothing else holds the tensor. (Autograd
+        # needs softmax's output untouched, so training keeps the out-of-place ops.)
+        inplace = not torch.is_grad_enabled()
+        scores = q @ k.transpose(-2, -1)  # (B, H, Tq, Tk)
+        if scores.dtype != torch.float32:
+            scores = scores.float()  # softmax in float32 whatever the weights' dtype
+        scores = scores.div_(math.sqrt(self.d_k)) if inplace else scores / math.sqrt(self.d_k)
         scores = hooks(name, "scores", scores)
+        if mask is not None and _may_block(mask):
+            if inplace and not hooks.keeps(name, "scores"):
+                scores = scores.masked_fill_(mask, float("-inf"))
+            else:  # the captured scores must stay unmasked
+                scores = scores.masked_fill(mask, float("-inf"))
+        pattern = torch.softmax(scores, dim=-1)
         if mask is not None:
-            scores = scores.masked_fill(mask, float("-inf"))
-        # exp(-inf) = 0 makes blocked cells exactly 0; a fully blocked row is 0/0 = NaN,
-        # which we turn into an all-zero row (no attention at all, never NaN).
-        pattern = torch.nan_to_num(torch.softmax(scores, dim=-1), nan=0.0)
+            # exp(-inf) = 0 makes blocked cells exactly 0; a fully blocked row is 0/0 = NaN,
+            # which we turn into an all-zero row (no attention at all, never NaN).
+            fully = mask.all(-1, keepdim=True)  # (B|1, 1, Tq, 1)
+            if _may_block(fully):
+                pattern = pattern.masked_fill_(fully, 0.0) if inplace else \
+                    pattern.masked_fill(fully, 0.0)
         pattern = hooks(name, "pattern", pattern)
         weights = F.dropout(pattern, self.dropout, self.training)
         z = weights.to(v.dtype) @ v  # (B, H, Tq, d_k)
@@ -97,3 +112,9 @@ class MultiHeadAttention(nn.Module):
             # fully blocked rows: SDPA may return NaN there; ours returns zeros
             z = z.masked_fill(~allowed.any(-1, keepdim=True), 0.0)
         return z
+
+
+def _may_block(mask: torch.Tensor) -> bool:
+    """False when the bool mask blocks nothing, so masking can be skipped. On the CPU the
+    check is one cheap pass over bools; elsewhere it would stall the device, so assume True."""
+    return mask.device.type != "cpu" or bool(mask.any())

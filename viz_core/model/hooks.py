@@ -40,12 +40,16 @@ class Hooks:
         """Whether this block needs the explicit (hookable) attention path."""
         return block in self._touched or (bool(self.points) and self.block_filter(block))
 
+    def keeps(self, block: str, point: str) -> bool:
+        """Whether this call stores the tensor of that hook point (so it must not change)."""
+        return point in self.points and self.block_filter(block)
+
     def __call__(self, block: str, point: str, tensor: torch.Tensor) -> torch.Tensor:
         name = f"{block}.hook_{point}"
         fn = self.interventions.get(name)
         if fn is not None:
             tensor = fn(tensor)
-        if point in self.points and self.block_filter(block):
+        if self.keeps(block, point):
             self.cache[name] = tensor.detach()
         return tensor
 
