@@ -4,6 +4,12 @@ Models: st.cache_resource (one object per process; viz_core models are thread-sa
 Traces and beam trees: st.cache_resource too, bounded by max_entries: they are read-only
 numpy data, and handing out the same object avoids pickling tens of MB per rerun, which
 st.cache_data would do on every read. Pages must not modify what they get from here.
+
+Capture: a trace keeps only the hook points its options ask for. The Attention page asks for
+the patterns (+ scores in its scores view): a Hugging Face model then needs no recomputation
+of q/k/v after the run, and a long input keeps ~half the memory (patterns and scores are
+[head, N, N] per block; q/k/v/z only [head, N, d_k]). Pages that show internals (Inside a
+head) ask for everything, the default.
 """
 
 from __future__ import annotations
@@ -33,6 +39,21 @@ def get_model(name: str, device: str):
 def get_trace(name: str, device: str, text: str, target: str | None, options: tuple = ()):
     model = get_model(name, device)
     return model.trace(text, target or None, **_unfreeze(options))
+
+
+def has_scores(model) -> bool:
+    """Whether this model can show pre-softmax scores (native: always; HF: some families)."""
+    return bool(model.info().get("scores", True))
+
+
+def attention_capture(view: str) -> tuple[str, ...]:
+    """Hook points the Attention page draws in this view."""
+    return ("pattern", "scores") if view == "scores" else ("pattern",)
+
+
+def full_trace(sel):
+    """The trace with every hook point (for downloads); usable outside a script run."""
+    return get_trace(sel.model_name, sel.device, sel.text, sel.target, ())
 
 
 @st.cache_resource(max_entries=TRACE_CACHE, show_spinner=False)
