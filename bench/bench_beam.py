@@ -15,7 +15,7 @@ import torch
 import viz_core as vc
 from viz_core.decoding import HFStepper, NativeStepper, search_with
 
-from .common import ratio_row, sync
+from .common import paired, ratio_row, sync
 
 EOS = 2
 
@@ -34,23 +34,6 @@ def bart(device, vocab: int = 8000):
     with torch.no_grad():  # never finish early: every run does all max_new steps
         model.final_logits_bias[0, EOS] = -1e4
     return model
-
-
-def paired(fn_a, fn_b, repeat: int, device) -> tuple[dict, dict]:
-    """Time a and b alternately (a shared, busy machine drifts: interleaving keeps the
-    ratio fair); median/min/max seconds of each."""
-    fn_a(), fn_b()  # warm-up
-    times: tuple[list[float], list[float]] = ([], [])
-    for i in range(repeat):
-        order = (0, 1) if i % 2 == 0 else (1, 0)
-        for j in order:
-            sync(device)
-            t0 = time.perf_counter()
-            (fn_a, fn_b)[j]()
-            sync(device)
-            times[j].append(time.perf_counter() - t0)
-    return tuple({"median": statistics.median(t), "min": min(t), "max": max(t), "runs": repeat}
-                 for t in times)
 
 
 class StepTimer:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -40,3 +41,51 @@ def ratio_row(name: str, ours: dict, peer: dict, peer_name: str, device, target=
         row["meets_target"] = bool(r <= target)
     row.update(extra)
     return row
+
+
+def summary(times: list[float]) -> dict:
+    return {"median": statistics.median(times), "min": min(times), "max": max(times),
+            "runs": len(times)}
+
+
+def paired(fn_a, fn_b, repeat: int, device) -> tuple[dict, dict]:
+    """Time a and b alternately (a shared, busy machine drifts: interleaving keeps the
+    ratio fair); median/min/max seconds of each, after one warm-up call of each."""
+    fn_a(), fn_b()  # warm-up
+    times: tuple[list[float], list[float]] = ([], [])
+    for i in range(repeat):
+        order = (0, 1) if i % 2 == 0 else (1, 0)
+        for j in order:
+            sync(device)
+            t0 = time.perf_counter()
+            (fn_a, fn_b)[j]()
+            sync(device)
+            times[j].append(time.perf_counter() - t0)
+    return summary(times[0]), summary(times[1])
+
+
+def budget_row(name: str, ours: dict, budget_s: float, device, **extra) -> dict:
+    """A latency row against a fixed budget: ratio = median / budget (<= 1 meets it)."""
+    return ratio_row(name, ours, {"median": budget_s}, f"budget {budget_s * 1000:.0f} ms",
+                     device, target=1.0, **extra)
+
+
+def machine_note() -> str:
+    """Whether other work shared the CPU while we measured (timings are noisier then)."""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    others = []
+    try:
+        import psutil
+
+        me = os.getpid()
+        for proc in psutil.process_iter(["pid", "cmdline"]):
+            cmd = " ".join(proc.info.get("cmdline") or [])
+            if proc.info["pid"] != me and "viz_core.train" in cmd:
+                others.append("training running")
+                break
+    except Exception:  # psutil missing or a process vanished: the load average still tells
+        pass
+    cores = os.cpu_count() or 1
+    busy = bool(others) or load > 0.5 * cores
+    what = ", ".join(others) if others else f"load {load:.1f} on {cores} cores"
+    return f"{'busy' if busy else 'idle'} ({what})"
