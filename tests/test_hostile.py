@@ -1,0 +1,147 @@
+"""Hostile input on every page, with every shipped model and MiniLM: the normal view or a clear
+message (st.error / st.warning / st.info), never an exception; typed and as URL parameters.
+
+Coverage (one AppTest per page and model, reused across inputs, keeps this affordable):
+- the attention page: the whole corpus, with every model;
+- every page: the whole corpus with the first native model and with MiniLM;
+- every other (page, model): one input per category (tests.hostile_inputs.one_per_category);
+- URL parameters: a fresh AppTest per corpus entry (?text=...) on the attention page, per model.
+The counts actually tried are printed (pytest -s) and collected in COUNTS.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import viz_core as vc
+from tests.hostile_inputs import CATEGORIES, CORPUS, SCRIPTS, one_per_category, sendable
+from tests.test_app import APP, PAGES
+
+MODELS = [*vc.shipped_models(), "minilm"]
+NATIVE = vc.shipped_models()[:1]
+FULL_PAGES_FOR = {*NATIVE, "minilm"}
+COUNTS: Counter = Counter()
+
+
+def has_surrogate(text: str) -> bool:
+    return any(0xD800 <= ord(c) <= 0xDFFF for c in text)
+
+
+def app(page: str, model: str, **params) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["model"] = model
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.switch_page(f"pages/{page}.py")
+    return at.run()
+
+
+def type_text(at: AppTest, text: str) -> AppTest:
+    """What a (hostile) client can send. set_value, not input(): a client may ignore the
+    box's max_chars, which the server then enforces. Lone surrogates cannot travel in the
+    UTF-8 protobuf or URL a browser sends (they arrive as U+FFFD, see `sendable`); raw ones
+    are tested at the boundary (ui.state.clean_text) and on the models directly below."""
+    return at.text_area(key="text").set_value(sendable(text)).run()
+
+
+def assert_answered(at: AppTest, page: str, model: str, category: str, text: str) -> None:
+    where = f"{page}/{model}/{category}: {text[:40]!r}"
+    assert not at.exception, (where, [e.message for e in at.exception][:1])
+    messages = [m.value for m in (*at.error, *at.warning, *at.info)]
+    assert all(isinstance(m, str) and m.strip() for m in messages), where
+    assert not any("Traceback" in m or "Something went wrong" in m for m in messages), \
+        (where, messages)
+    # the page's own view (its title) or, when the run was stopped, a message saying why
+    assert at.title or at.error or at.warning or at.info, where
+
+
+def corpus_for(page: str, model: str) -> list[tuple[str, str]]:
+    if page == "attention" or model in FULL_PAGES_FOR:
+        return CORPUS
+    return one_per_category()
+
+
+def test_corpus_shape():
+    assert len(CORPUS) >= 40
+    assert len(CATEGORIES) >= 14
+    assert max(len(t) for _, t in CORPUS) >= 100_000
+    assert any(len(t) == 10_000 and " " not in t for _, t in CORPUS)
+    assert SCRIPTS
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_answers_hostile_text(page, model):
+    start = time.monotonic()
+    at = app(page, model, text="the cat sat on the mat")
+    assert not at.exception, [e.message for e in at.exception][:1]
+    inputs = corpus_for(page, model)
+    for category, text in inputs:
+        at = type_text(at, text)
+        assert_answered(at, page, model, category, text)
+        expected = sendable(text).replace("\x00", "")[:20_000]
+        assert at.text_area(key="text").value == expected  # kept literally (cleaned, cut)
+    COUNTS[(page, model)] += len(inputs)
+    print(f"\n{page}/{model}: {len(inputs)} hostile inputs in {time.monotonic() - start:.1f}s")
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_hostile_text_as_url_parameters(model):
+    start = time.monotonic()
+    for category, text in CORPUS:
+        text = sendable(text)
+        at = app("attention", model, text=text, target=text, kind=text[:50], layer=text[:20],
+                 head="-1e309", view=text[:30])
+        assert_answered(at, "attention(url)", model, category, text)
+    COUNTS[("attention(url)", model)] += len(CORPUS)
+    print(f"\nURL/{model}: {len(CORPUS)} inputs in {time.monotonic() - start:.1f}s")
+
+
+def _clean_script():
+    import streamlit as st
+
+    from ui import state
+
+    st.session_state["raw"] = "the cat \ud800 sat\x00"
+    state.clean_state("raw", "input text")
+    st.code(st.session_state["raw"], language=None)
+    state.show_notices()
+
+
+def test_surrogates_are_replaced_with_a_notice():
+    at = AppTest.from_function(_clean_script, default_timeout=30).run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.code[0].value == "the cat \ufffd sat"
+    assert any("surrogate" in i.value for i in at.info)
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_models_take_surrogates_and_controls_directly(model):
+    """Python callers can pass what no browser can: the backends answer or raise InputError."""
+    m = vc.load(model)
+    for category, text in CORPUS:
+        if category not in ("surrogate", "control", "empty", "emoji"):
+            continue
+        try:
+            trace = m.trace(text)
+        except vc.InputError:
+            continue
+        assert trace.blocks, (model, text)
+
+
+def test_no_page_renders_user_text_as_markup():
+    """User text reaches the page only through code blocks, widget values and chart labels;
+    anything that goes through Markdown (messages, headings) is escaped with ui.errors.literal."""
+    from ui.errors import literal
+
+    for _, text in CORPUS:
+        escaped = literal(text)
+        for ch in "<>*_`$[]()#:|~!":
+            assert f"\\{ch}" in escaped or ch not in text
+    at = app("home", "/nonexistent/<img src=x onerror=alert(1)>/$x^2$/:red[r]")
+    assert not at.exception
+    assert at.error and all("\\<img" in e.value and "\\$x" in e.value for e in at.error)
