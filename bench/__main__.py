@@ -8,13 +8,31 @@ import json
 import math
 from pathlib import Path
 
-MODULES = ["bench_capture", "bench_beam", "bench_payload"]
+from .common import machine_note
+
+MODULES = ["bench_capture", "bench_beam", "bench_payload", "bench_latency", "bench_scaling"]
+COLS = ["name", "ratio", "target", "ok", "ours_s", "min–max", "peer_s", "peer", "device"]
+# per-module details worth a glance in the table (all fields are in results.json)
+DETAILS = ("same_output", "step50_over_step5", "our_bytes", "bertviz_bytes", "trace_mb",
+           "trace_mb_all_points", "peak_growth_mb", "page_bytes", "n2_ratio", "model",
+           "heatmap_shows_it")
 
 
 def fmt(v) -> str:
     if isinstance(v, float):
         return "nan" if math.isnan(v) else (f"{v:.3g}" if abs(v) < 1000 else f"{v:,.0f}")
-    return str(v)
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 10_000:
+        return f"{v:,}"
+    return "" if v is None else str(v)
+
+
+def cells(r: dict) -> list[str]:
+    ok = r.get("meets_target")
+    spread = (f"{fmt(r['ours_min_s'])}–{fmt(r['ours_max_s'])}" if "ours_min_s" in r else "")
+    extra = {"ok": "" if ok is None else ("yes" if ok else "NO"), "min–max": spread}
+    out = [fmt(extra[c]) if c in extra else fmt(r.get(c)) for c in COLS]
+    details = ", ".join(f"{k}={fmt(r[k])}" for k in DETAILS if k in r)
+    return out + [details]
 
 
 def main() -> None:
@@ -23,6 +41,7 @@ def main() -> None:
     ap.add_argument("--only", action="append", help="run only these modules")
     args = ap.parse_args()
     rows = []
+    machine = {"before": machine_note()}
     for name in args.only or MODULES:
         try:
             mod = importlib.import_module(f"bench.{name}")
@@ -30,16 +49,19 @@ def main() -> None:
             rows.append({"name": name, "skipped": f"not available ({err})"})
             continue
         rows.extend(mod.run(quick=args.quick))
+    machine["after"] = machine_note()
+    for r in rows:
+        r.setdefault("machine", f"{machine['before']} -> {machine['after']}")
     out = Path(__file__).resolve().parent / "results.json"
     out.write_text(json.dumps(rows, indent=2, default=str))
-    cols = ["name", "ratio", "target", "ours_s", "peer_s", "peer", "device"]
-    print(" | ".join(cols))
+    print(" | ".join([*COLS, "details"]))
     for r in rows:
         if "skipped" in r:
             print(f"{r['name']} | skipped: {r['skipped']}")
             continue
-        print(" | ".join(fmt(r.get(c, "")) for c in cols))
-    print(f"\n{len(rows)} rows written to {out}")
+        print(" | ".join(cells(r)))
+    print(f"\nmachine: {machine['before']} at the start, {machine['after']} at the end")
+    print(f"{len(rows)} rows written to {out}")
 
 
 if __name__ == "__main__":

@@ -116,7 +116,8 @@ def run(quick: bool = False) -> list[dict]:
             rows.append({"name": f"payload {name} @ {n} tok", "n_tokens": n,
                          "our_bytes": ours_b, "bertviz_bytes": peer, "bertviz": how,
                          "ratio": ours_b / peer, "peer": "bertviz.head_view HTML",
-                         "attention": source, "target": None})
+                         "attention": source, "target": None,
+                         "device": "any (bytes: no timing)"})
     return rows
 
 

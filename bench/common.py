@@ -70,22 +70,35 @@ def budget_row(name: str, ours: dict, budget_s: float, device, **extra) -> dict:
                      device, target=1.0, **extra)
 
 
-def machine_note() -> str:
-    """Whether other work shared the CPU while we measured (timings are noisier then)."""
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    others = []
+def machine_note(sample_s: float = 0.5) -> str:
+    """Whether other work shared the CPU while we measured (timings are noisier then):
+    the CPU that processes other than this one and its children used over sample_s."""
+    cores = os.cpu_count() or 1
     try:
         import psutil
-
-        me = os.getpid()
-        for proc in psutil.process_iter(["pid", "cmdline"]):
-            cmd = " ".join(proc.info.get("cmdline") or [])
-            if proc.info["pid"] != me and "viz_core.train" in cmd:
-                others.append("training running")
-                break
-    except Exception:  # psutil missing or a process vanished: the load average still tells
-        pass
-    cores = os.cpu_count() or 1
-    busy = bool(others) or load > 0.5 * cores
-    what = ", ".join(others) if others else f"load {load:.1f} on {cores} cores"
+    except ImportError:
+        load = os.getloadavg()[0]
+        return f"{'busy' if load > 0.5 * cores else 'idle'} (load {load:.1f} on {cores} cores)"
+    me = psutil.Process()
+    mine = {me.pid, *(c.pid for c in me.children(recursive=True))}
+    procs, training = [], False
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        if proc.info["pid"] in mine:
+            continue
+        training |= "viz_core.train" in " ".join(proc.info.get("cmdline") or [])
+        try:
+            proc.cpu_percent(None)
+            procs.append(proc)
+        except psutil.Error:
+            pass
+    time.sleep(sample_s)
+    used = 0.0
+    for proc in procs:
+        try:
+            used += proc.cpu_percent(None)
+        except psutil.Error:
+            pass
+    busy = training or used > 50
+    what = f"others used {used / 100:.1f} of {cores} cores" + (", training running"
+                                                              if training else "")
     return f"{'busy' if busy else 'idle'} ({what})"

@@ -6,7 +6,7 @@ from ui import state
 from ui.charts import chart, download
 from ui.controls import open_head, pick_head
 from ui.page import selection, show_output, show_trace_messages
-from ui.runs import attention_capture, full_trace, has_scores
+from ui.runs import attention_capture, cached_figure, full_trace, has_scores
 from viz_core import analysis
 from viz_core.export import trace_json, trace_npz
 from viz_core.figures.aggregates import aggregate_heatmap, rollout_figure
@@ -22,7 +22,15 @@ views = ["weights", "scores"] if has_scores(sel.model) else ["weights"]
 state.widget_default("view", state.url_choice("view", views, "weights"))
 if st.session_state.view not in views:
     st.session_state.view = "weights"
-trace = sel.trace(capture=attention_capture(st.session_state.view))
+options = {"capture": attention_capture(st.session_state.view)}
+trace = sel.trace(**options)
+
+
+def figure(name: str, params: tuple, build):
+    """Figures are cached per trace and parameters (see ui.runs.cached_figure)."""
+    return cached_figure(sel, options, name, params, build)
+
+
 show_trace_messages(trace)
 show_output(trace)
 
@@ -38,8 +46,10 @@ state.show_notices()
 
 left, right = st.columns([3, 2])
 with left:
-    chart(block_heatmap(block, head, view=st.session_state.view), key="heatmap",
-          name=f"{block.name}-head{head}")
+    view = st.session_state.view
+    chart(figure("heatmap", (block.name, head, view),
+                 lambda: block_heatmap(block, head, view=view)),
+          key="heatmap", name=f"{block.name}-head{head}")
     st.caption("Rows are queries (top to bottom), columns are keys (left to right). Each row "
                "of weights sums to 1 over the keys it may attend to; blocked cells are 0.")
 
@@ -51,9 +61,9 @@ def _grid_clicked() -> None:
 
 
 with right:
-    patterns = trace.stack(kind)
-    grid = layer_head_grid(patterns, layers=[b.layer for b in trace.layers(kind)],
-                           title="All layers × heads — click one to open it")
+    grid = figure("grid", (kind,), lambda: layer_head_grid(
+        trace.stack(kind), layers=[b.layer for b in trace.layers(kind)],
+        title="All layers × heads — click one to open it"))
     chart(grid, key="grid", on_select=_grid_clicked, name=f"{kind}-grid")
 
 # Lazy tabs: only the open tab's figure is built and sent (switching tabs reruns the page).
@@ -65,14 +75,16 @@ with tab_hv:
                                 "to; opacity is the weight. Long inputs keep the strongest.")
     top_k = st.slider("Strongest keys per query", 1, 20, 5, key="hv_topk")
     if heads and tab_hv.open:
-        chart(block_head_view(block, heads=heads, top_k=top_k), key="headview",
-              name=f"{block.name}-headview")
+        chart(figure("headview", (block.name, tuple(heads), top_k),
+                     lambda: block_head_view(block, heads=heads, top_k=top_k)),
+              key="headview", name=f"{block.name}-headview")
 with tab_agg:
     how = st.radio("Aggregate", ["mean", "max"], horizontal=True, key="agg_how")
     if tab_agg.open:
-            chart(aggregate_heatmap(block.pattern, block.query_tokens, block.key_tokens, how=how,
-                                mask=block.mask, title=f"{block.name}: {how} over heads"),
-              key="aggregate", name=f"{block.name}-{how}")
+            chart(figure("aggregate", (block.name, how), lambda: aggregate_heatmap(
+            block.pattern, block.query_tokens, block.key_tokens, how=how, mask=block.mask,
+            title=f"{block.name}: {how} over heads")), key="aggregate",
+            name=f"{block.name}-{how}")
 with tab_roll:
     self_kinds = [k for k in trace.kinds() if k.endswith(".self")]
     if not self_kinds:
@@ -82,9 +94,10 @@ with tab_roll:
         blocks = trace.layers(rk)
         st.caption("Attention rollout (Abnar & Zuidema, 2020): per layer 0.5·mean over heads "
                    "+ 0.5·I for the residual stream, multiplied from the first layer up.")
-        chart(rollout_figure(trace.stack(rk), blocks[0].query_tokens,
-                             title=f"{rk}: rollout through {len(blocks)} layers"),
-              key="rollout", name=f"{rk}-rollout")
+        chart(figure("rollout", (rk,), lambda: rollout_figure(
+            trace.stack(rk), blocks[0].query_tokens,
+            title=f"{rk}: rollout through {len(blocks)} layers")),
+            key="rollout", name=f"{rk}-rollout")
 
 st.subheader("Data")
 d1, d2, d3 = st.columns(3)

@@ -20,6 +20,7 @@ import viz_core as vc
 
 MODEL_CACHE = 4
 TRACE_CACHE = 32
+FIGURE_CACHE = 64  # a figure is <= ~1.5 MB of JSON whatever the input length
 
 
 def _unfreeze(options: tuple) -> dict:
@@ -54,6 +55,24 @@ def attention_capture(view: str) -> tuple[str, ...]:
 def full_trace(sel):
     """The trace with every hook point (for downloads); usable outside a script run."""
     return get_trace(sel.model_name, sel.device, sel.text, sel.target, ())
+
+
+@st.cache_resource(max_entries=FIGURE_CACHE, show_spinner=False)
+def _figure(key: tuple, _build):
+    return _build()
+
+
+def cached_figure(sel, options: dict, name: str, params: tuple, build):
+    """build() once per (trace, figure name, params), shared by every session.
+
+    Building a plotly figure costs ~10-40 ms of validation whatever its size, so a rerun that
+    only changes the head must not rebuild the figures that do not depend on it (the layer x
+    head grid, the rollout) and going back to a head is free. st.plotly_chart serialises a
+    copy (to_dict): a shared figure is never modified by showing it. Pages must not modify it.
+    """
+    key = (sel.model_name, sel.device, sel.text, sel.target, tuple(sorted(options.items())),
+           name, params)
+    return _figure(key, build)
 
 
 @st.cache_resource(max_entries=TRACE_CACHE, show_spinner=False)

@@ -1,0 +1,92 @@
+"""Every benchmark module runs in its quick mode (small sizes, one repetition), so none can
+rot. Only sizes and correctness are asserted here, never wall-clock times."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from bench.__main__ import MODULES
+from tests.browser_support import CHROMIUM
+
+pytestmark = pytest.mark.slow
+
+
+def quick_rows(module: str) -> list[dict]:
+    import importlib
+
+    rows = importlib.import_module(f"bench.{module}").run(quick=True)
+    assert rows, module
+    for r in rows:
+        assert r["name"]
+        if "skipped" in r:
+            continue
+        assert r["device"], r["name"]  # every row says where it ran
+        if "ratio" in r:
+            assert math.isfinite(r["ratio"]) and r["ratio"] > 0, r
+        if "ours_min_s" in r:
+            assert 0 < r["ours_min_s"] <= r["ours_s"] <= r["ours_max_s"], r
+    return [r for r in rows if "skipped" not in r]
+
+
+def test_every_module_is_in_the_runner():
+    here = Path(__file__).resolve().parent.parent / "bench"
+    files = sorted(p.stem for p in here.glob("bench_*.py"))
+    assert sorted(MODULES) == files
+
+
+def test_capture():
+    rows = quick_rows("bench_capture")
+    native = [r for r in rows if r["name"].startswith("native")]
+    assert [r["n_tokens"] for r in native] == [32]
+    for r in native:
+        assert r["same_output"]  # capturing changes nothing downstream
+        assert r["captured"] == 9 * 6  # 3 enc self + 3 dec self + 3 cross, 6 hook points
+    for r in (r for r in rows if r["name"].startswith("minilm")):
+        assert r["same_output"], r["name"]  # our patterns are the model's own
+        assert r["shape"] == [12, 32, 32]
+        assert r["has_scores"] == ("all hook points" in r["name"])
+
+
+def test_beam():
+    rows = quick_rows("bench_beam")
+    for r in rows:
+        assert r["same_output"], r  # the same hypotheses as HF generate
+
+
+def test_payload():
+    rows = quick_rows("bench_payload")
+    assert {r["n_tokens"] for r in rows} == {32}
+    for r in rows:
+        assert 0 < r["our_bytes"] and 0 < r["bertviz_bytes"]
+    together = next(r for r in rows if "all three" in r["name"])
+    assert together["our_bytes"] == sum(r["our_bytes"] for r in rows if r is not together)
+
+
+def test_scaling():
+    rows = quick_rows("bench_scaling")
+    assert [r["n_tokens"] for r in rows] == [64, 128]
+    for r in rows:
+        n = r["n_tokens"]
+        assert r["shape"] == [4, n, n] and r["rows_sum_to_1"]
+        assert r["page_bounded"] and set(r["page_bytes_by_figure"]) == {
+            "heatmap", "grid", "head view", "mean", "rollout"}
+        # patterns only: 9 blocks x 4 heads x n x n float32
+        assert r["trace_mb"] == pytest.approx(9 * 4 * n * n * 4 / 2**20)
+        assert r["trace_mb_all_points"] > 2 * r["trace_mb"]  # + scores, q, k, v, z
+    assert rows[1]["trace_mb"] == pytest.approx(4 * rows[0]["trace_mb"])  # N^2
+
+
+@pytest.mark.browser
+def test_latency():
+    rows = quick_rows("bench_latency")
+    names = " | ".join(r["name"] for r in rows)
+    server = [r for r in rows if "AppTest" in r.get("how", "")]
+    assert len(server) == 2, names
+    sentence = next(r for r in server if "sentence" in r["name"])
+    assert sentence["heatmap_shows_it"] and sentence["charts"] >= 3
+    if Path(CHROMIUM).exists():
+        browser = next(r for r in rows if "browser" in r["name"])
+        assert browser["sentences"] == 1
