@@ -57,3 +57,12 @@ def test_lr_schedule():
 def test_unknown_model_option():
     with pytest.raises(TypeError):
         train("dates", None, steps=1, n_train=10, n_test=0, progress=False, colour="red")
+
+
+def test_continue_from_checkpoint(tmp_path):
+    first = train("dates", tmp_path / "a", steps=5, batch_size=8, n_train=200, n_test=0,
+                  progress=False, **TINY)
+    again = train("dates", tmp_path / "b", steps=7, batch_size=8, n_train=200, n_test=0,
+                  progress=False, init=tmp_path / "a")
+    assert again["card"]["train_steps"] == 12
+    assert again["model"].cfg == first["model"].cfg

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from .model.checkpoint import save_checkpoint
+from .model.checkpoint import load_checkpoint, save_checkpoint
 from .model.config import TransformerConfig
 from .model.transformer import Transformer
 from .tasks import get_task
@@ -63,10 +63,12 @@ def train(task: str, out: str | Path | None = None, *, steps: int | None = None,
           seed: int = 0, max_minutes: float | None = None, label_smoothing: float = 0.1,
           n_train: int | None = None, n_test: int | None = None, evaluate: bool = True,
           progress: bool = True, threads: int | None = 1, log_every: int = 50,
-          **model_overrides) -> dict:
+          init: str | Path | None = None, **model_overrides) -> dict:
     """Train one task; returns {"model", "vocabs", "losses", "metrics", "card"}.
 
     model_overrides: any of MODEL_FIELDS (d_model, n_heads, n_layers, ...).
+    init: a checkpoint dir of this task to continue training from (its config and
+    vocabularies are kept; steps and seconds add up in the card).
     """
     mod = get_task(task)
     d = dict(mod.DEFAULTS)
@@ -96,7 +98,13 @@ def train(task: str, out: str | Path | None = None, *, steps: int | None = None,
         settings["src_vocab_size"] = len(vocabs["source"])
     cfg = TransformerConfig(kind=mod.KIND, tgt_vocab_size=len(vocabs["target"]),
                             **settings).validate()
-    model = Transformer(cfg)
+    before = {"train_steps": 0, "train_seconds": 0.0}
+    if init is not None:
+        model, vocabs, init_card = load_checkpoint(init)
+        cfg = model.cfg
+        before = {k: init_card.get(k, 0) for k in before}
+    else:
+        model = Transformer(cfg)
     n_params = sum(p.numel() for p in model.parameters())
     examples = encode_pairs(mod, vocabs, train_pairs, cfg)
 
@@ -106,7 +114,8 @@ def train(task: str, out: str | Path | None = None, *, steps: int | None = None,
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=lr, betas=(0.9, 0.98), eps=1e-9)
     loss_fn = nn.CrossEntropyLoss(ignore_index=cfg.pad_id, label_smoothing=label_smoothing)
-    rng = random.Random(seed)
+    # batches: fresh ones when continuing from a checkpoint
+    rng = random.Random(f"{seed}:{before['train_steps']}" if before["train_steps"] else seed)
     losses: list[float] = []
     model.train()
     start = time.time()
@@ -148,7 +157,8 @@ def train(task: str, out: str | Path | None = None, *, steps: int | None = None,
         "name": task, "description": mod.DESCRIPTION, "task": task,
         "examples": list(mod.EXAMPLES), "generator_version": mod.GENERATOR_VERSION,
         "metrics": {k: v for k, v in metrics.items() if k != "errors"},
-        "train_steps": step, "train_seconds": train_seconds, "device": "cpu",
+        "train_steps": before["train_steps"] + step,
+        "train_seconds": round(before["train_seconds"] + train_seconds, 1), "device": "cpu",
         "threads": torch.get_num_threads(), "parameters": n_params, "seed": seed,
         "data_sizes": {"train": len(train_pairs), "test": len(test_pairs)},
         "training": {"batch_size": batch_size, "lr": lr, "warmup": warmup,
@@ -180,6 +190,7 @@ def main(argv=None) -> None:
     ap.add_argument("--n-train", type=int)
     ap.add_argument("--n-test", type=int)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--init", help="checkpoint dir to continue training from")
     ap.add_argument("--max-minutes", type=float)
     # One thread by default: on a shared 2-core machine, 2 threads spin-wait on each other
     # and run these small models up to 20x slower.
@@ -190,7 +201,7 @@ def main(argv=None) -> None:
         seed=a.seed, max_minutes=a.max_minutes, label_smoothing=a.label_smoothing,
         n_train=a.n_train, n_test=a.n_test, threads=a.threads, d_model=a.d_model,
         n_heads=a.heads, n_layers=a.layers, n_decoder_layers=a.decoder_layers or a.layers,
-        d_ff=a.d_ff, dropout=a.dropout)
+        d_ff=a.d_ff, dropout=a.dropout, init=a.init)
     metrics = result["metrics"]
     for src, hyp, ref in metrics.get("errors", []):
         print(f"  error: {src!r} -> {hyp!r} (expected {ref!r})")
