@@ -13,7 +13,7 @@ from .common import machine_note
 MODULES = ["bench_capture", "bench_beam", "bench_payload", "bench_latency", "bench_scaling"]
 COLS = ["name", "ratio", "target", "ok", "ours_s", "min–max", "peer_s", "peer", "device"]
 # per-module details worth a glance in the table (all fields are in results.json)
-DETAILS = ("same_output", "step50_over_step5", "our_bytes", "bertviz_bytes", "trace_mb",
+DETAILS = ("ratio_of_mins", "threads", "same_output", "step50_over_step5", "our_bytes", "bertviz_bytes", "trace_mb",
            "trace_mb_all_points", "peak_growth_mb", "page_bytes", "n2_ratio", "model",
            "heatmap_shows_it")
 
@@ -39,7 +39,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="small sizes, one repetition")
     ap.add_argument("--only", action="append", help="run only these modules")
+    ap.add_argument("--threads", type=int, help="torch threads (default: torch's own); 1 "
+                    "gives steadier numbers when other work shares the CPU")
     args = ap.parse_args()
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     rows = []
     machine = {"before": machine_note()}
     for name in args.only or MODULES:

@@ -36,7 +36,10 @@ def ratio_row(name: str, ours: dict, peer: dict, peer_name: str, device, target=
     r = ours["median"] / peer["median"] if peer["median"] > 0 else float("nan")
     row = {"name": name, "ours_s": ours["median"], "ours_min_s": ours["min"],
            "ours_max_s": ours["max"], "peer": peer_name, "peer_s": peer["median"],
-           "ratio": r, "device": str(device), "target": target}
+           "ratio": r, "device": str(device), "target": target,
+           "threads": torch.get_num_threads()}
+    if "min" in peer and peer["min"] > 0:  # best case of each: steadier on a busy machine
+        row["ratio_of_mins"] = ours["min"] / peer["min"]
     if target is not None:
         row["meets_target"] = bool(r <= target)
     row.update(extra)
