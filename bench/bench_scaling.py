@@ -102,7 +102,10 @@ def measure(n: int, repeat: int, device: str = "cpu") -> dict:
 
 
 def run_size(n: int, repeat: int, device: str) -> dict:
-    code = (f"import json, bench.bench_scaling as b; "
+    import torch
+
+    code = (f"import json, torch, bench.bench_scaling as b; "
+            f"torch.set_num_threads({torch.get_num_threads()}); "
             f"print('RESULT' + json.dumps(b.measure({n}, {repeat}, {device!r})))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, timeout=1800)
