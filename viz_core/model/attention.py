@@ -75,28 +75,35 @@ class MultiHeadAttention(nn.Module):
         q = hooks(name, "q", q)
         k = hooks(name, "k", k)
         v = hooks(name, "v", v)
-        # Every N^2 tensor costs an allocation and a pass over memory, so under no_grad /
-        # inference_mode we work in place where nothing else holds the tensor. (Autograd
-        # needs softmax's output untouched, so training keeps the out-of-place ops.)
+        # Each [B, H, Tq, Tk] tensor is a fresh allocation (page faults on the CPU) and a pass
+        # over memory, and a trace keeps what it captures alive, so under no_grad /
+        # inference_mode we reuse buffers nothing else holds. (Autograd needs softmax's
+        # output untouched: training keeps the out-of-place ops.)
         inplace = not torch.is_grad_enabled()
         scores = q @ k.transpose(-2, -1)  # (B, H, Tq, Tk)
         if scores.dtype != torch.float32:
             scores = scores.float()  # softmax in float32 whatever the weights' dtype
         scores = scores.div_(math.sqrt(self.d_k)) if inplace else scores / math.sqrt(self.d_k)
         scores = hooks(name, "scores", scores)
+        kept = hooks.keeps(name, "scores")  # then it must stay as it is (unmasked)
+        logits = scores
         if mask is not None and _may_block(mask):
-            if inplace and not hooks.keeps(name, "scores"):
-                scores = scores.masked_fill_(mask, float("-inf"))
-            else:  # the captured scores must stay unmasked
-                scores = scores.masked_fill(mask, float("-inf"))
-        pattern = torch.softmax(scores, dim=-1)
+            if inplace and not kept:
+                logits = scores.masked_fill_(mask, float("-inf"))
+            else:
+                logits = scores.masked_fill(mask, float("-inf"))
+        if inplace and logits.device.type == "cpu" and (logits is not scores or not kept):
+            pattern = torch.softmax(logits, dim=-1, out=logits)  # row-wise: safe in place
+        else:
+            pattern = torch.softmax(logits, dim=-1)
         if mask is not None:
-            # exp(-inf) = 0 makes blocked cells exactly 0; a fully blocked row is 0/0 = NaN,
-            # which we turn into an all-zero row (no attention at all, never NaN).
-            fully = mask.all(-1, keepdim=True)  # (B|1, 1, Tq, 1)
-            if _may_block(fully):
-                pattern = pattern.masked_fill_(fully, 0.0) if inplace else \
-                    pattern.masked_fill(fully, 0.0)
+            # exp(-inf) = 0 makes blocked cells exactly 0; a fully blocked row is 0/0 = NaN
+            # in every cell, so its first cell tells. We make it an all-zero row (no
+            # attention at all, never NaN).
+            empty = pattern[..., :1].isnan()  # (B, H, Tq, 1)
+            if _may_block(empty):
+                pattern = pattern.masked_fill_(empty, 0.0) if inplace else \
+                    pattern.masked_fill(empty, 0.0)
         pattern = hooks(name, "pattern", pattern)
         weights = F.dropout(pattern, self.dropout, self.training)
         z = weights.to(v.dtype) @ v  # (B, H, Tq, d_k)
