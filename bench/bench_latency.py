@@ -143,11 +143,13 @@ def browser_rows(name: str, model, note: str, repeat: int) -> list[dict]:
 
     if not Path(CHROMIUM).exists():
         return [{"name": "latency: browser", "skipped": f"no chromium at {CHROMIUM}"}]
+    import torch
     from playwright.sync_api import sync_playwright
 
     texts = sentences(model, repeat + 8, seed=2)
     times, found = [], 0
-    with streamlit_server() as (base, _proc), sync_playwright() as pw:
+    env = {"OMP_NUM_THREADS": str(torch.get_num_threads())}  # the server runs as we do
+    with streamlit_server(env) as (base, _proc), sync_playwright() as pw:
         browser = launch_chromium(pw)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
