@@ -60,7 +60,7 @@ if best.token_ids != g.token_ids:
 node_key = "beam_tree"
 event = chart(beam_tree_figure(tree, title="Search tree: steps left to right — click a node"),
               key=node_key, on_select="rerun", name="beam-tree")
-st.caption("● kept in the beam · ✕ pruned · ◆ finished (EOS or max length); thick lines are "
+st.caption("● kept in the beam · ✕ pruned · ★ finished (EOS or max length); thick lines are "
            "the n-best paths.")
 
 st.subheader("n-best")
