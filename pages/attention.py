@@ -81,7 +81,7 @@ with tab_hv:
 with tab_agg:
     how = st.radio("Aggregate", ["mean", "max"], horizontal=True, key="agg_how")
     if tab_agg.open:
-            chart(figure("aggregate", (block.name, how), lambda: aggregate_heatmap(
+        chart(figure("aggregate", (block.name, how), lambda: aggregate_heatmap(
             block.pattern, block.query_tokens, block.key_tokens, how=how, mask=block.mask,
             title=f"{block.name}: {how} over heads")), key="aggregate",
             name=f"{block.name}-{how}")
