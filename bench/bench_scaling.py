@@ -7,6 +7,9 @@ its peak memory (ru_maxrss growth during the traces) is its own. Two captures pe
 - "pattern": what the Attention page asks for (weights view) -> the timed row;
 - "all": every hook point (q, k, v, scores, pattern, z) -> memory only.
 
+Memory: growth of the peak resident set (VmHWM, reset before each capture) over the RSS
+before it; on a GPU, plus torch's peak allocation there.
+
 Attention is N^2: time and trace bytes grow ~4x per doubling at large N. The page's figures
 (one head's heatmap, the layer x head grid, the head view, mean over heads, rollout) pool or
 sample long inputs, so page bytes must stay bounded (roughly flat beyond ~512 tokens).
@@ -55,8 +58,8 @@ def page_bytes(trace) -> dict[str, int]:
     return {name: len(fig.to_json()) for name, fig in figs.items()}
 
 
-def measure(n: int, repeat: int, device: str = "cpu") -> dict:
-    """Run inside the subprocess: one size, both captures."""
+def measure(n: int, repeat: int, device: str = "cpu", tag: str = "pattern") -> dict:
+    """Run inside the subprocess: one size, one capture ("pattern" or "all")."""
     import resource
     import time
 
@@ -71,48 +74,76 @@ def measure(n: int, repeat: int, device: str = "cpu") -> dict:
     words = [WORDS[i % 20] for i in range(n - 1)]  # n - 1 words + <eos> = n source tokens
     text = " ".join(words)
 
-    def rss_mb() -> float:  # peak so far: host RSS, plus the device's peak on a GPU
-        host = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    def status_mb(field: str) -> float | None:
+        try:
+            for line in Path("/proc/self/status").read_text().splitlines():
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) / 1024  # kB
+        except OSError:
+            pass
+        return None
+
+    def reset_peak() -> float:
+        """Start a new peak at the current RSS; returns the current RSS (MB). Linux keeps
+        ru_maxrss across exec (a child of a big parent starts 'high'): use VmHWM, reset
+        through clear_refs."""
+        try:
+            Path("/proc/self/clear_refs").write_text("5")
+        except OSError:
+            pass
+        if cuda:
+            torch.cuda.reset_peak_memory_stats()
+        now = status_mb("VmRSS")
+        return now if now is not None else resource.getrusage(
+            resource.RUSAGE_SELF).ru_maxrss / 1024
+
+    def peak_mb() -> float:  # host peak RSS since reset_peak, plus the GPU's peak
+        host = status_mb("VmHWM")
+        if host is None:
+            host = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
         return host + (torch.cuda.max_memory_allocated() / 2**20 if cuda else 0.0)
 
     m.trace("the cat", target="the cat")  # warm-up (small: leaves the memory peak alone)
-    out: dict = {"n_tokens": n}
-    for capture, tag in ((("pattern",), "pattern"), (None, "all")):
-        opts = {} if capture is None else {"capture": capture}
-        before = rss_mb()
-        times = []
-        for _ in range(repeat if tag == "pattern" else 1):
-            t0 = time.perf_counter()
-            trace = m.trace(text, target=text, **opts)  # numpy on the CPU: synchronised
-            times.append(time.perf_counter() - t0)
-        arrays = [a for b in trace.block_traces.values()
-                  for a in (b.pattern, b.scores, b.q, b.k, b.v, b.z) if a is not None]
-        enc = trace.layers("encoder.self")[0]
-        out[tag] = {
-            "times": times,
-            "trace_bytes": int(sum(a.nbytes for a in arrays)),
-            "peak_growth_mb": max(0.0, rss_mb() - before),
-            "shape": list(enc.pattern.shape),
-            "rows_sum_to_1": bool(np.allclose(enc.pattern.sum(-1), 1, atol=1e-4)),
-        }
-        if tag == "pattern":
-            out["page_bytes"] = page_bytes(trace)
-        del trace, arrays, enc
+    opts = {"capture": ("pattern",)} if tag == "pattern" else {}  # {}: every hook point
+    before = reset_peak()
+    times, trace = [], None
+    for _ in range(repeat if tag == "pattern" else 1):
+        trace = None  # one trace alive at a time: the peak is one trace's
+        t0 = time.perf_counter()
+        trace = m.trace(text, target=text, **opts)  # numpy on the CPU: synchronised
+        times.append(time.perf_counter() - t0)
+    peak = peak_mb()
+    arrays = [a for b in trace.block_traces.values()
+              for a in (b.pattern, b.scores, b.q, b.k, b.v, b.z) if a is not None]
+    enc = trace.layers("encoder.self")[0]
+    out: dict = {"n_tokens": n, tag: {
+        "times": times,
+        "trace_bytes": int(sum(a.nbytes for a in arrays)),
+        "peak_growth_mb": max(0.0, peak - before),
+        "shape": list(enc.pattern.shape),
+        "rows_sum_to_1": bool(np.allclose(enc.pattern.sum(-1), 1, atol=1e-4)),
+    }}
+    if tag == "pattern":
+        out["page_bytes"] = page_bytes(trace)
     return out
 
 
 def run_size(n: int, repeat: int, device: str) -> dict:
+    """Both captures at n tokens, each in a fresh process (its own memory peak)."""
     import torch
 
-    code = (f"import json, torch, bench.bench_scaling as b; "
-            f"torch.set_num_threads({torch.get_num_threads()}); "
-            f"print('RESULT' + json.dumps(b.measure({n}, {repeat}, {device!r})))")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                          text=True, timeout=1800)
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT"):
-            return json.loads(line[len("RESULT"):])
-    raise RuntimeError(f"scaling run at {n} tokens failed:\n{proc.stderr[-2000:]}")
+    out: dict = {}
+    for tag in ("pattern", "all"):
+        code = (f"import json, torch, bench.bench_scaling as b; "
+                f"torch.set_num_threads({torch.get_num_threads()}); "
+                f"print('RESULT' + json.dumps(b.measure({n}, {repeat}, {device!r}, {tag!r})))")
+        proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                              text=True, timeout=1800)
+        lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT")]
+        if not lines:
+            raise RuntimeError(f"scaling run at {n} tokens failed:\n{proc.stderr[-2000:]}")
+        out.update(json.loads(lines[0][len("RESULT"):]))
+    return out
 
 
 def run(quick: bool = False) -> list[dict]:
