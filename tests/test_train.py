@@ -65,4 +65,5 @@ def test_continue_from_checkpoint(tmp_path):
     again = train("dates", tmp_path / "b", steps=7, batch_size=8, n_train=200, n_test=0,
                   progress=False, init=tmp_path / "a")
     assert again["card"]["train_steps"] == 12
+    assert again["card"]["training"]["continued_from"]["train_steps"] == 5
     assert again["model"].cfg == first["model"].cfg

@@ -99,6 +99,7 @@ def train(task: str, out: str | Path | None = None, *, steps: int | None = None,
     cfg = TransformerConfig(kind=mod.KIND, tgt_vocab_size=len(vocabs["target"]),
                             **settings).validate()
     before = {"train_steps": 0, "train_seconds": 0.0}
+    init_card = None
     if init is not None:
         model, vocabs, init_card = load_checkpoint(init)
         cfg = model.cfg
@@ -165,6 +166,9 @@ def train(task: str, out: str | Path | None = None, *, steps: int | None = None,
                      "label_smoothing": label_smoothing, "final_loss": round(
                          sum(losses[-100:]) / max(len(losses[-100:]), 1), 4)},
     }
+    if init_card is not None:  # keep the history: the run this one continued
+        card["training"]["continued_from"] = {
+            "train_steps": before["train_steps"], "training": init_card.get("training")}
     if out is not None:
         save_checkpoint(model, vocabs, out, card)
     torch.set_num_threads(previous_threads)

@@ -109,7 +109,6 @@ def translate(model: Transformer, src_vocab: Vocab, tgt_vocab: Vocab, texts: lis
               batch_size: int = 256) -> list[str]:
     """Greedy outputs of an encoder-decoder model for many inputs, as text."""
     cfg = model.cfg
-    outputs: list[str] = []
     order = sorted(range(len(texts)), key=lambda i: len(src_vocab.split(texts[i])))
     by_index: dict[int, str] = {}
     for start in range(0, len(order), batch_size):
@@ -119,8 +118,7 @@ def translate(model: Transformer, src_vocab: Vocab, tgt_vocab: Vocab, texts: lis
         ids = greedy_batch(model, sources, [[cfg.bos_id]] * len(idx), max_new)
         for i, row in zip(idx, ids):
             by_index[i] = tgt_vocab.decode(row)
-    outputs = [by_index[i] for i in range(len(texts))]
-    return outputs
+    return [by_index[i] for i in range(len(texts))]
 
 
 def exact_match(hypotheses: list[str], references: list[str]) -> float:
@@ -203,11 +201,13 @@ def alignment_head_scores(model, cases: list[tuple[str, str, list[tuple[int, int
                           ) -> list[dict]:
     """Score every cross-attention head of a NativeModel on cases; best first."""
     hits: dict[tuple[str, int, str], int] = {}
+    patterns: dict[tuple[str, str], dict] = {}  # one trace per sentence, whatever its cases
     for source, target, pairs in cases:
-        trace = model.trace(source, target=target, capture=("pattern",),
-                            blocks=["decoder.cross"])
-        for name in trace.blocks:
-            pattern = trace[name].pattern  # (H, T, S)
+        if (source, target) not in patterns:
+            trace = model.trace(source, target=target, capture=("pattern",),
+                                blocks=["decoder.cross"])
+            patterns[source, target] = {b: trace[b].pattern for b in trace.blocks}
+        for name, pattern in patterns[source, target].items():  # pattern (H, T, S)
             for conv, shift in CONVENTIONS.items():
                 rows = [t + shift for t, _ in pairs]
                 best = pattern[:, rows].argmax(-1)  # (H, n_pairs)
