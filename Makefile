@@ -46,9 +46,9 @@ bench: $(DEV_STAMP)
 	$(PY) -m bench
 
 checkpoints: $(RUNTIME_STAMP)
-	$(PY) -m viz_core.train --task dates --out checkpoints/dates
-	$(PY) -m viz_core.train --task en-fr --out checkpoints/en-fr
-	$(PY) -m viz_core.train --task lm --out checkpoints/lm
+	$(PY) -m viz_core.train --task dates --out checkpoints/dates --steps 3500
+	$(PY) -m viz_core.train --task en-fr --out checkpoints/en-fr --steps 4000
+	$(PY) -m viz_core.train --task lm --out checkpoints/lm --steps 1500
 
 clean:
 	rm -rf $(VENV) tests/artifacts bench/results.json

@@ -10,4 +10,6 @@ os.environ.setdefault("STREAMLIT_BROWSER_GATHER_USAGE_STATS", "false")
 
 import torch  # noqa: E402
 
-torch.set_num_threads(min(2, os.cpu_count() or 1))
+# One thread: the models under test are small, and browser tests run a server process
+# beside pytest on a 2-core machine; more threads only contend.
+torch.set_num_threads(1)
