@@ -1,8 +1,9 @@
 """Capture overhead: a traced forward pass versus the same pass without capture.
 
 Native (random encoder-decoder, d_model 128, 4 heads, 3+3 layers): the explicit, hooked
-attention with every hook point brought to numpy, versus the same forward on the SDPA fast
-path, at 32/128/512 tokens. MiniLM: ``model.trace(text)`` versus the raw
+attention with its captures brought to numpy (every hook point, and the patterns only that
+the Attention page asks for), versus the same forward on the SDPA fast path, at 32/128/512
+tokens. MiniLM: ``model.trace(text)`` versus the raw
 ``model(**inputs, output_attentions=True)`` call (tokenising and numpy included on both
 sides), once with the patterns only (what the Attention page asks for) and once with every
 hook point (q/k/v/scores/z recomputed after the run: no target). Both sides are timed
