@@ -5,6 +5,7 @@ from pathlib import Path
 import streamlit as st
 
 from ui.sidebar import sidebar
+from ui.state import keep_widget_values
 
 st.set_page_config(page_title="Attention Lab", page_icon=str(Path(__file__).parent / "assets" / "icon.png"), layout="wide")
 
@@ -24,5 +25,8 @@ PAGES = [
 ]
 
 page = st.navigation(PAGES)
-st.session_state["_selection"] = sidebar()
-page.run()
+try:
+    st.session_state["_selection"] = sidebar()
+    page.run()
+finally:  # also when a page stops early: remember this session's choices
+    keep_widget_values()

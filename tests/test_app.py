@@ -88,3 +88,19 @@ PAGES = ["home", "attention", "inside", "positional", "masks", "beam", "heads", 
 def test_every_page_runs_on_a_native_model(toy_path, page):
     at = open_app(page, model=toy_path, text="the cat saw the dog")
     no_errors(at)
+
+
+def test_choices_survive_a_run_that_did_not_draw_them(toy_path):
+    """Streamlit drops a widget's state after a completed run that did not draw it (here:
+    the model box emptied, so the sidebar stops before the text box); the session's text
+    must survive that, and a page switch."""
+    at = open_app("attention", model=toy_path, text="the big dog saw the cat")
+    no_errors(at)
+    at.text_input(key="model_custom").input("").run()
+    assert not at.exception and not at.text_area
+    at.text_input(key="model_custom").input(toy_path).run()
+    no_errors(at)
+    assert at.text_area(key="text").value == "the big dog saw the cat"
+    at.switch_page("pages/heads.py").run()
+    no_errors(at)
+    assert at.text_area(key="text").value == "the big dog saw the cat"

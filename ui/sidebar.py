@@ -127,6 +127,7 @@ def sidebar() -> Selection:
         if st.session_state.get("_text_model") != name:
             st.session_state["_text_model"] = name
             st.session_state["text"] = state.url_text("text", examples[0] if examples else "")
+        state.widget_default("text", state.url_text("text", ""))
         state.clean_state("text", "input text")
         st.text_area("Input text", key="text", max_chars=state.MAX_TEXT_CHARS, height=90)
         if examples:
@@ -141,6 +142,7 @@ def sidebar() -> Selection:
                                "own greedy output.")
             target = st.session_state.target.strip() or None
         state.show_notices()
+        state.widget_default("image_format", "png")
         st.radio("Chart images", ["png", "svg"], key="image_format", horizontal=True,
                  help="Format saved by the camera button of every chart's toolbar.")
         state.to_url(model=name, device=st.session_state.device, text=st.session_state.text,

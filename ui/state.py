@@ -77,10 +77,31 @@ def url_choice(key: str, options: list[str], default: str) -> str:
     return raw
 
 
+KEPT = "_kept_widget_values"
+
+
 def widget_default(key: str, value) -> None:
-    """Seed a widget's session value once (from the URL) before the widget is created."""
+    """Seed a widget's session value before the widget is created.
+
+    Streamlit drops a widget's state after any completed run that did not draw it (another
+    page, or a run cut short by st.stop). What this session last chose survives in a plain
+    session entry (see keep_widget_values) and wins over `value` (usually from the URL, which
+    a page switch clears), so switching pages never resets the model or the text.
+    """
+    kept = st.session_state.setdefault(KEPT, {})
     if key not in st.session_state:
-        st.session_state[key] = value
+        st.session_state[key] = kept.get(key, value)
+    kept.setdefault(key, st.session_state[key])
+
+
+def keep_widget_values() -> None:
+    """Copy the current value of every widget seeded by widget_default (end of each run)."""
+    kept = st.session_state.get(KEPT)
+    if not kept:
+        return
+    for key in list(kept):
+        if key in st.session_state:
+            kept[key] = st.session_state[key]
 
 
 def to_url(**values) -> None:
