@@ -64,3 +64,16 @@ def blocks_from_cache(cache: dict, names: list[str], masks: dict[str, np.ndarray
             query_tokens=list(q_tokens), key_tokens=list(k_tokens),
             q=get("q"), k=get("k"), v=get("v"), z=get("z"))
     return out
+
+
+def block_filter(blocks):
+    """None -> all; callable -> itself; list of names or kinds ("decoder.cross") -> membership."""
+    if blocks is None or callable(blocks):
+        return blocks
+    wanted = set(blocks)
+
+    def keep(name: str) -> bool:
+        stack, _, kind = name.split(".")
+        return name in wanted or f"{stack}.{kind}" in wanted
+
+    return keep

@@ -22,7 +22,7 @@ import torch
 
 from ..errors import InputError
 from ..trace import AttentionTrace, BlockTrace
-from .base import Backend, to_numpy
+from .base import Backend, block_filter, to_numpy
 from .hf_arch import (
     BYTE_LEVEL_FAMILIES,
     KIND_OF_FAMILY,
@@ -326,7 +326,7 @@ class HFModel(Backend):
              source_ids: list[list[int]] | None = None) -> list[AttentionTrace]:
         points = set(capture or ()) | {"pattern"}
         internals = self.family in SCORE_FAMILIES and bool(points & set(INTERNALS))
-        keep = _block_filter(blocks)
+        keep = block_filter(blocks)
         ids, att = self._pad([e["input_ids"] for e in encs])
         kwargs = {"output_attentions": True, "output_hidden_states": internals}
         if self.family == "bert" and encs[0].get("token_type_ids") is not None:
@@ -437,16 +437,3 @@ def _first_int(*values) -> int | None:
         if isinstance(v, (list, tuple)) and v and isinstance(v[0], int):
             return v[0]
     return None
-
-
-def _block_filter(blocks):
-    """None -> all; callable -> itself; list of names or kinds ("decoder.cross") -> membership."""
-    if blocks is None or callable(blocks):
-        return blocks
-    wanted = set(blocks)
-
-    def keep(name: str) -> bool:
-        stack, _, kind = name.split(".")
-        return name in wanted or f"{stack}.{kind}" in wanted
-
-    return keep

@@ -15,7 +15,7 @@ from ..model.masks import causal_mask
 from ..model.transformer import DecoderCache, Transformer
 from ..tokenizer import BOS, EOS, Vocab
 from ..trace import AttentionTrace
-from .base import Backend, blocks_from_cache, to_numpy
+from .base import Backend, block_filter, blocks_from_cache, to_numpy
 
 CAPTURE_ALL = ("q", "k", "v", "scores", "pattern", "z")
 
@@ -100,8 +100,7 @@ class NativeModel(Backend):
         """
         cfg, warnings = self.cfg, []
         interventions = ablate_heads(ablate or {})
-        block_filter = _block_filter(blocks)
-        run_hooks = Hooks(capture, block_filter, interventions)
+        run_hooks = Hooks(capture, block_filter(blocks), interventions)
         gen_hooks = Hooks((), None, interventions) if interventions else None
         src = None
         src_tokens: list[str] = []
@@ -217,7 +216,7 @@ class NativeModel(Backend):
                 unknown[i] += [w for w in unk if w not in unknown[i]]
                 rows.append([cfg.bos_id] + ids)
             dec = pad(rows)
-        hooks = Hooks(capture, _block_filter(blocks), ablate_heads(ablate or {}))
+        hooks = Hooks(capture, block_filter(blocks), ablate_heads(ablate or {}))
         self.model(src, dec, hooks)
 
         def shown(vocab: Vocab, ids: torch.Tensor) -> list[str]:
@@ -255,16 +254,3 @@ class NativeModel(Backend):
         from ..decoding import beam_search
 
         return beam_search(self, source, beam_size=beam_size, max_len=max_len, **options)
-
-
-def _block_filter(blocks):
-    """None -> all; callable -> itself; list of names or kinds ("decoder.cross") -> membership."""
-    if blocks is None or callable(blocks):
-        return blocks
-    wanted = set(blocks)
-
-    def keep(name: str) -> bool:
-        stack, _, kind = name.split(".")
-        return name in wanted or f"{stack}.{kind}" in wanted
-
-    return keep
