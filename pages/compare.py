@@ -4,16 +4,21 @@ import numpy as np
 import streamlit as st
 
 from ui import state
-from ui.charts import chart
+from ui.charts import chart, download
+from ui.controls import bounded_int
 from ui.errors import literal, reported
 from ui.page import selection, show_trace_messages
 from ui.runs import get_model, get_trace
 from ui.sidebar import model_choices
+from viz_core.export import npz_bytes
 from viz_core.figures.heatmap import block_heatmap, matrix_heatmap
 
 sel = selection()
 st.title("Compare")
-mode = st.radio("Compare", ["two inputs", "two models"], horizontal=True, key="cmp_mode")
+modes = ["two inputs", "two models"]
+state.widget_default("cmp_mode", state.url_choice("cmp_mode", modes, modes[0]))
+mode = st.radio("Compare", modes, horizontal=True, key="cmp_mode")
+state.to_url(cmp_mode=mode)
 if mode == "two inputs":
     state.widget_default("text_b", state.url_text("text_b", sel.text))
     st.text_input("Second input", key="text_b")
@@ -21,7 +26,11 @@ if mode == "two inputs":
     runs = [(sel.model_name, sel.text), (sel.model_name, st.session_state.text_b)]
 else:
     others = [m for m in model_choices() if m != sel.model_name] or [sel.model_name]
+    state.widget_default("model_b", state.url_choice("model_b", others, others[0]))
+    if st.session_state.model_b not in others:
+        st.session_state.model_b = others[0]
     model_b = st.selectbox("Second model", others, key="model_b")
+    state.to_url(model_b=model_b)
     runs = [(sel.model_name, sel.text), (model_b, sel.text)]
 
 traces = []
@@ -35,11 +44,16 @@ if not common:
     st.warning("These two models share no kind of attention block to compare.")
     st.stop()
 c1, c2, c3 = st.columns([2, 1, 1])
+state.widget_default("cmp_kind", state.url_choice("cmp_kind", common, common[0]))
+if st.session_state.cmp_kind not in common:
+    st.session_state.cmp_kind = common[0]
 kind = c1.selectbox("Block", common, key="cmp_kind")
 n_layers = min(len(t.layers(kind)) for t in traces)
 n_heads = min(t.layers(kind)[0].n_heads for t in traces)
-layer = c2.number_input(f"Layer (0–{n_layers - 1})", 0, n_layers - 1, 0, key="cmp_layer")
-head = c3.number_input(f"Head (0–{n_heads - 1})", 0, n_heads - 1, 0, key="cmp_head")
+layer = bounded_int("Layer", "cmp_layer", 0, 0, n_layers - 1, container=c2)
+head = bounded_int("Head", "cmp_head", 0, 0, n_heads - 1, container=c3)
+state.to_url(cmp_kind=kind)
+state.show_notices()
 blocks = [t.layers(kind)[int(layer)] for t in traces]
 
 left, right = st.columns(2)
@@ -65,3 +79,6 @@ else:
     st.info(f"The two runs have different token counts ({a.pattern.shape[1:]} vs "
             f"{b.pattern.shape[1:]}), so a cell-by-cell difference is not defined. Use inputs "
             "with the same number of tokens (e.g. swap one word) to see the difference.")
+download("Both patterns (NPZ)", lambda: npz_bytes(
+    {"left/pattern": a.pattern, "right/pattern": b.pattern, "left/mask": a.mask,
+     "right/mask": b.mask}), "compare.npz", "application/octet-stream", "dl_compare")

@@ -3,6 +3,7 @@
 import numpy as np
 import streamlit as st
 
+from ui import state
 from ui.charts import chart, download
 from ui.controls import KIND_LABELS, open_head
 from ui.errors import reported
@@ -50,7 +51,14 @@ chart(head_similarity_figure(matrix, labels, order=order,
 st.subheader("Head ablation")
 st.caption("Switch heads off (their output is set to zero) and run the model again.")
 all_heads = [f"{b.name}:{h}" for k in kinds for b in trace.layers(k) for h in range(b.n_heads)]
+url_heads = [h for h in st.query_params.get("ablate", "").split(",") if h]
+if any(h not in all_heads for h in url_heads):
+    state.notice("Some heads in the address do not exist in this model and were ignored.")
+state.widget_default("ablate_heads", [h for h in url_heads if h in all_heads])
+st.session_state.ablate_heads = [h for h in st.session_state.ablate_heads if h in all_heads]
 chosen = st.multiselect("Heads to switch off", all_heads, key="ablate_heads")
+state.to_url(ablate=",".join(chosen))
+state.show_notices()
 if chosen:
     ablate: dict[str, list[int]] = {}
     for item in chosen:

@@ -2,7 +2,9 @@
 
 import streamlit as st
 
+from ui import state
 from ui.charts import chart, download
+from ui.controls import bounded_int
 from ui.page import selection, show_trace_messages
 from ui.runs import get_batch
 from viz_core.export import npz_bytes
@@ -18,7 +20,9 @@ st.info("A mask entry **True** means *this query may NOT attend to this key*. Pa
 st.caption("The batch: one sentence per line (up to 6). The sidebar's text is the first.")
 default_batch = "\n".join([sel.text.strip(), *[e for e in sel.model.examples()
                                                 if e.strip() != sel.text.strip()][:2]])
-batch_text = st.text_area("Batch", default_batch, key="mask_batch", height=110)
+state.widget_default("mask_batch", state.url_text("mask_batch", default_batch))
+batch_text = st.text_area("Batch", key="mask_batch", height=110)
+state.to_url(mask_batch=batch_text)
 sentences = [line.strip() for line in batch_text.splitlines() if line.strip()][:6]
 if not sentences:
     st.warning("Type at least one sentence.")
@@ -33,19 +37,25 @@ tokens = [t.layers(kind)[0].key_tokens[:n] for t, n in zip(traces, lengths)]
 chart(padding_batch_figure(tokens, causal=kind == "decoder.self"), key="mask_batch_fig",
       name="padding-batch")
 
+state.widget_default("mask_sentence", state.url_int("mask_sentence", 0, 0, len(sentences) - 1))
+st.session_state.mask_sentence = min(int(st.session_state.mask_sentence), len(sentences) - 1)
 choice = st.selectbox("Sentence", list(range(len(sentences))), key="mask_sentence",
                       format_func=lambda i: sentences[i][:60])
 trace = traces[choice]
 block_names = [b.name for k in trace.kinds() for b in trace.layers(k)]
-name = st.selectbox("Block", block_names, key="mask_block",
-                    index=block_names.index(trace.layers(kind)[0].name))
+default_block = trace.layers(kind)[0].name
+state.widget_default("mask_block", state.url_choice("mask_block", block_names, default_block))
+if st.session_state.mask_block not in block_names:
+    st.session_state.mask_block = default_block
+name = st.selectbox("Block", block_names, key="mask_block")
 block = trace[name]
 padded = block.key_tokens
 chart(mask_union_figure(padded, lengths[choice]) if name.startswith("decoder") and
       name.endswith("self") else padding_batch_figure([padded[:lengths[choice]]]),
       key="mask_union", name="mask-union")
-head = st.number_input(f"Head (0–{block.n_heads - 1})", 0, block.n_heads - 1, 0,
-                       key="mask_head")
+head = bounded_int("Head", "mask_head", 0, 0, block.n_heads - 1)
+state.to_url(mask_sentence=choice, mask_block=name)
+state.show_notices()
 if block.scores is None:
     st.info("This model family does not expose pre-softmax scores; only the masks are shown.")
 else:

@@ -67,6 +67,8 @@ with tab_formula:
         chart(similarity_figure(table, title="PE(p) · PE(q): depends only on p − q"),
               key="pe_sim", name="sinusoid-similarity")
     chart(wavelength_figure(d_model=d_model), key="pe_wave", name="sinusoid-wavelengths")
+    download("This table (NPZ)", lambda: npz_bytes({"positional": table}),
+             f"sinusoidal_{length}x{d_model}.npz", "application/octet-stream", "dl_pe_formula")
     st.caption("Dimension pair i has wavelength 2π·10000^(2i/d_model): from 2π up to "
                "10000·2π. Each PE(p+k) is a fixed rotation of PE(p), which lets attention "
                "pick out relative positions.")

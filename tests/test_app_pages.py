@@ -102,3 +102,22 @@ def test_bad_settings_in_the_url_are_clamped_not_fatal(toy_path, page):
                   beam="abc", max_len=-1, lp="nan?", pe_d=10**9, pe_len=0, kind="bogus",
                   view="weird", early="maybe")
     assert not at.exception, [e.message for e in at.exception]
+
+
+def test_page_settings_live_in_the_url(toy_path):
+    at = open_app("masks", model=toy_path, text="the cat saw the dog",
+                  mask_batch="the cat saw the dog\nthe dog", mask_sentence=1, mask_head=3)
+    no_errors(at)
+    assert at.selectbox(key="mask_sentence").value == 1
+    assert at.number_input(key="mask_head").value == 3
+    at = open_app("compare", model=toy_path, text="the cat saw the dog", cmp_kind="decoder.cross",
+                  cmp_layer=1, cmp_head=2, text_b="the dog saw the cat")
+    no_errors(at)
+    assert at.selectbox(key="cmp_kind").value == "decoder.cross"
+    assert (at.number_input(key="cmp_layer").value, at.number_input(key="cmp_head").value) \
+        == (1, 2)
+    at = open_app("heads", model=toy_path, text="the cat saw the dog",
+                  ablate="encoder.0.self:1,encoder.9.self:0")
+    assert not at.exception
+    assert at.multiselect(key="ablate_heads").value == ["encoder.0.self:1"]
+    assert any("do not exist" in i.value for i in at.info)

@@ -43,6 +43,8 @@ def open_head(kind: str, layer: int, head: int) -> None:
 def bounded_int(label: str, key: str, default: int, lo: int, hi: int, help: str | None = None,
                 container=st) -> int:
     state.widget_default(key, state.url_int(key, default, lo, hi))
+    # the range may have shrunk since the value was chosen (another block, model or input)
+    st.session_state[key] = max(lo, min(hi, int(st.session_state[key])))
     container.number_input(f"{label} ({lo}–{hi})", lo, hi, key=key, step=1, help=help)
     state.to_url(**{key: st.session_state[key]})
     return int(st.session_state[key])
