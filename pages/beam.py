@@ -31,8 +31,8 @@ state.widget_default("early", state.url_choice("early", ["False", "True", "never
 c4.selectbox("Early stopping", ["False", "True", "never"], key="early",
              help="As in Hugging Face generate: True stops once beam_size hypotheses are "
                   "finished; False stops when no live beam can still beat them.")
-state.widget_default("prefix", state.url_text("prefix", ""))
-st.text_input("Force the output to start with (optional)", key="prefix",
+prefix = state.widget_default("prefix", state.url_text("prefix", ""), typed=True)
+st.text_input("Force the output to start with (optional)", prefix, key="prefix",
               help="What if it had started with …? The search continues after these tokens.")
 state.to_url(early=st.session_state.early, prefix=st.session_state.prefix)
 state.show_notices()

@@ -20,8 +20,8 @@ state.widget_default("cmp_mode", state.url_choice("cmp_mode", modes, modes[0]))
 mode = st.radio("Compare", modes, horizontal=True, key="cmp_mode")
 state.to_url(cmp_mode=mode)
 if mode == "two inputs":
-    state.widget_default("text_b", state.url_text("text_b", sel.text))
-    st.text_input("Second input", key="text_b")
+    text_b = state.widget_default("text_b", state.url_text("text_b", sel.text), typed=True)
+    st.text_input("Second input", text_b, key="text_b")
     state.to_url(text_b=st.session_state.text_b)
     runs = [(sel.model_name, sel.text), (sel.model_name, st.session_state.text_b)]
 else:

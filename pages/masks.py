@@ -20,8 +20,9 @@ st.info("A mask entry **True** means *this query may NOT attend to this key*. Pa
 st.caption("The batch: one sentence per line (up to 6). The sidebar's text is the first.")
 default_batch = "\n".join([sel.text.strip(), *[e for e in sel.model.examples()
                                                 if e.strip() != sel.text.strip()][:2]])
-state.widget_default("mask_batch", state.url_text("mask_batch", default_batch))
-batch_text = st.text_area("Batch", key="mask_batch", height=110)
+batch_default = state.widget_default("mask_batch", state.url_text("mask_batch", default_batch),
+                                     typed=True)
+batch_text = st.text_area("Batch", batch_default, key="mask_batch", height=110)
 state.to_url(mask_batch=batch_text)
 sentences = [line.strip() for line in batch_text.splitlines() if line.strip()][:6]
 if not sentences:

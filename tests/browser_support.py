@@ -17,6 +17,9 @@ CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-network
                   "--disable-component-update", "--disable-sync", "--no-first-run",
                   "--disable-quic"]
 ARTIFACTS = ROOT / "tests" / "artifacts"
+# Streamlit's own run state on the app root: "running" / "rerunRequested" while the server
+# works on a run the browser asked for, "notRunning" once that run has finished.
+SCRIPT_IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
 
 
 def free_port() -> int:

@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser_support import ARTIFACTS, CHROMIUM, launch_chromium, streamlit_server
+from tests.browser_support import (
+    ARTIFACTS,
+    CHROMIUM,
+    SCRIPT_IDLE,
+    launch_chromium,
+    streamlit_server,
+)
 
 pytestmark = [
     pytest.mark.browser,
@@ -102,6 +108,7 @@ PAGES = ["home", "attention", "inside", "positional", "masks", "beam", "heads", 
 def settle(page):
     """Wait until Streamlit has finished running the script."""
     page.wait_for_timeout(300)
+    page.wait_for_selector(SCRIPT_IDLE, timeout=90_000)
     page.wait_for_selector("[data-testid='stStatusWidget']", state="detached", timeout=90_000)
 
 

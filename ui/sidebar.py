@@ -94,7 +94,8 @@ def sidebar() -> Selection:
         state.notice(f"This deployment does not allow the model {url_model[:80]!r}; "
                      f"showing {options[0]}.")
     state.widget_default("model_pick", picked)
-    state.widget_default("model_custom", "" if url_model in choices else url_model)
+    custom = state.widget_default("model_custom", "" if url_model in choices else url_model,
+                                  typed=True)
     if st.session_state.model_pick not in options:
         st.session_state.model_pick = options[0]
     state.clean_state("model_custom", "model name")
@@ -105,7 +106,7 @@ def sidebar() -> Selection:
                      help="Shipped demo models, the embedded MiniLM, or your own model.")
         name = st.session_state.model_pick
         if name == CUSTOM:
-            st.text_input("Checkpoint dir, Hugging Face dir or Hub id", key="model_custom",
+            st.text_input("Checkpoint dir, Hugging Face dir or Hub id", custom, key="model_custom",
                           placeholder="e.g. /path/to/model or bert-base-uncased")
             name = st.session_state.model_custom.strip()
             if not name:
@@ -127,17 +128,18 @@ def sidebar() -> Selection:
         if st.session_state.get("_text_model") != name:
             st.session_state["_text_model"] = name
             st.session_state["text"] = state.url_text("text", examples[0] if examples else "")
-        state.widget_default("text", state.url_text("text", ""))
+        state.widget_default("text", state.url_text("text", ""), typed=True)
         state.clean_state("text", "input text")
-        st.text_area("Input text", key="text", max_chars=state.MAX_TEXT_CHARS, height=90)
+        st.text_area("Input text", st.session_state.text, key="text",
+                     max_chars=state.MAX_TEXT_CHARS, height=90)
         if examples:
             st.selectbox("Examples", ["—", *examples], key="example",
                          on_change=_use_example, help="Put an example into the input box.")
         target = None
         if model.kind == "encoder-decoder":
-            state.widget_default("target", state.url_text("target", ""))
+            state.widget_default("target", state.url_text("target", ""), typed=True)
             state.clean_state("target", "target")
-            st.text_input("Target (optional)", key="target",
+            st.text_input("Target (optional)", st.session_state.target, key="target",
                           help="Teacher-force this output; leave empty to see the model's "
                                "own greedy output.")
             target = st.session_state.target.strip() or None
@@ -146,7 +148,7 @@ def sidebar() -> Selection:
         st.radio("Chart images", ["png", "svg"], key="image_format", horizontal=True,
                  help="Format saved by the camera button of every chart's toolbar.")
         state.to_url(model=name, device=st.session_state.device, text=st.session_state.text,
-                     target=target)
+                     target=target, resend=True)
     return Selection(name, st.session_state.device, st.session_state.text, target, model)
 
 

@@ -80,18 +80,30 @@ def url_choice(key: str, options: list[str], default: str) -> str:
 KEPT = "_kept_widget_values"
 
 
-def widget_default(key: str, value) -> None:
-    """Seed a widget's session value before the widget is created.
+def widget_default(key: str, value, *, typed: bool = False):
+    """Seed a widget's session value before the widget is created; -> the value it will show.
 
     Streamlit drops a widget's state after any completed run that did not draw it (another
     page, or a run cut short by st.stop). What this session last chose survives in a plain
     session entry (see keep_widget_values) and wins over `value` (usually from the URL, which
     a page switch clears), so switching pages never resets the model or the text.
+
+    A widget on another page is a new element to the browser (Streamlit puts the page in
+    every element id). Unless the server says otherwise, the browser shows such an element
+    at its proto default (a selectbox's `index`, a text box's `value`) and sends that back
+    with the next rerun, which is how a busy server could lose a session's model. So:
+    - choice widgets (typed=False) get their value written every run, which makes Streamlit
+      send it to the browser with the element;
+    - text boxes (typed=True) are written only when they have no value (writing every run
+      would overwrite what a user is typing during a rerun); the caller passes the returned
+      value as the widget's `value=`, so even the proto default is this session's text.
     """
     kept = st.session_state.setdefault(KEPT, {})
-    if key not in st.session_state:
-        st.session_state[key] = kept.get(key, value)
-    kept.setdefault(key, st.session_state[key])
+    current = st.session_state[key] if key in st.session_state else kept.get(key, value)
+    if not typed or key not in st.session_state:
+        st.session_state[key] = current
+    kept.setdefault(key, current)
+    return current
 
 
 def keep_widget_values() -> None:
@@ -104,12 +116,24 @@ def keep_widget_values() -> None:
             kept[key] = st.session_state[key]
 
 
-def to_url(**values) -> None:
-    """Write the current view back to the address bar (only what changed)."""
+def to_url(*, resend: bool = False, **values) -> None:
+    """Write the current view back to the address bar (only what changed).
+
+    resend=True sends the whole query string even when nothing changed: after a page switch
+    the browser may clear its address after the server read it, so the sidebar resends the
+    view once every run and the address always ends up describing what is shown.
+    """
+    changed = False
     for key, value in values.items():
         value = "" if value is None else str(value)
         if st.query_params.get(key) != value:
+            changed = True
             if value == "":
                 st.query_params.pop(key, None)
             else:
                 st.query_params[key] = value
+    if resend and not changed:
+        key, value = next(((k, v) for k, v in values.items() if v not in (None, "")),
+                          (None, None))
+        if key is not None:
+            st.query_params[key] = str(value)  # same value: one message, the full query
