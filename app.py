@@ -6,6 +6,9 @@ import streamlit as st
 
 from ui.sidebar import sidebar
 from ui.state import keep_widget_values
+from viz_core.memory import reuse_freed_memory
+
+reuse_freed_memory()  # traces reuse freed memory instead of page-faulting fresh pages
 
 st.set_page_config(page_title="Attention Lab", page_icon=str(Path(__file__).parent / "assets" / "icon.png"), layout="wide")
 

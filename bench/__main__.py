@@ -8,12 +8,14 @@ import json
 import math
 from pathlib import Path
 
+from viz_core.memory import applied
+
 from .common import machine_note
 
 MODULES = ["bench_capture", "bench_beam", "bench_payload", "bench_latency", "bench_scaling"]
 COLS = ["name", "ratio", "target", "ok", "ours_s", "min–max", "peer_s", "peer", "device"]
 # per-module details worth a glance in the table (all fields are in results.json)
-DETAILS = ("ratio_of_mins", "threads", "same_output", "step50_over_step5", "our_bytes", "bertviz_bytes", "trace_mb",
+DETAILS = ("ratio_of_mins", "threads", "page_faults", "peer_page_faults", "same_output", "step50_over_step5", "our_bytes", "bertviz_bytes", "trace_mb",
            "trace_mb_all_points", "peak_growth_mb", "page_bytes", "n2_ratio", "model",
            "heatmap_shows_it")
 
@@ -41,13 +43,21 @@ def main() -> None:
     ap.add_argument("--only", action="append", help="run only these modules")
     ap.add_argument("--threads", type=int, help="torch threads (default: torch's own); 1 "
                     "gives steadier numbers when other work shares the CPU")
+    ap.add_argument("--default-malloc", action="store_true",
+                    help="leave glibc's allocator settings as they are (the app's "
+                    "reuse_freed_memory is applied otherwise): the 'before' of that fix")
     args = ap.parse_args()
+    if not args.default_malloc:
+        from viz_core.memory import reuse_freed_memory
+
+        reuse_freed_memory()
     if args.threads:
         import torch
 
         torch.set_num_threads(args.threads)
     rows = []
     machine = {"before": machine_note()}
+    allocator = applied() or "glibc defaults"
     for name in args.only or MODULES:
         try:
             mod = importlib.import_module(f"bench.{name}")
@@ -58,6 +68,7 @@ def main() -> None:
     machine["after"] = machine_note()
     for r in rows:
         r.setdefault("machine", f"{machine['before']} -> {machine['after']}")
+        r.setdefault("allocator", str(allocator))
     out = Path(__file__).resolve().parent / "results.json"
     out.write_text(json.dumps(rows, indent=2, default=str))
     print(" | ".join([*COLS, "details"]))
@@ -66,7 +77,8 @@ def main() -> None:
             print(f"{r['name']} | skipped: {r['skipped']}")
             continue
         print(" | ".join(cells(r)))
-    print(f"\nmachine: {machine['before']} at the start, {machine['after']} at the end")
+    print(f"\nmachine: {machine['before']} at the start, {machine['after']} at the end; "
+          f"allocator: {allocator}")
     print(f"{len(rows)} rows written to {out}")
 
 

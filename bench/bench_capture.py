@@ -18,7 +18,7 @@ import viz_core as vc
 from viz_core.backends.base import to_numpy
 from viz_core.model import Hooks, Transformer, TransformerConfig
 
-from .common import paired, ratio_row
+from .common import page_faults, paired, ratio_row
 
 CAPTURE = ("q", "k", "v", "scores", "pattern", "z")
 
@@ -62,7 +62,9 @@ def native_rows(sizes, repeat: int, device) -> list[dict]:
             t_ours, t_peer = paired(traced, fast, repeat, device)
             rows.append(ratio_row(f"native capture overhead, {n} tokens, {what}", t_ours,
                                   t_peer, "same forward, SDPA, no capture", device, target=1.3,
-                                  n_tokens=n, captured=len(cache), same_output=same))
+                                  n_tokens=n, captured=len(cache), same_output=same,
+                                  page_faults=page_faults(traced),
+                                  peer_page_faults=page_faults(fast)))
     return rows
 
 

@@ -67,6 +67,20 @@ def paired(fn_a, fn_b, repeat: int, device) -> tuple[dict, dict]:
     return summary(times[0]), summary(times[1])
 
 
+def page_faults(fn: Callable[[], object], calls: int = 3) -> float | None:
+    """Minor page faults per call of fn() (fresh pages the kernel had to zero-fill): unlike
+    wall time, a count that other work on the machine does not disturb. None off Unix."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    fn()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(calls):
+        fn()
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / calls
+
+
 def budget_row(name: str, ours: dict, budget_s: float, device, **extra) -> dict:
     """A latency row against a fixed budget: ratio = median / budget (<= 1 meets it)."""
     return ratio_row(name, ours, {"median": budget_s}, f"budget {budget_s * 1000:.0f} ms",
