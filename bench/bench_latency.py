@@ -13,6 +13,7 @@ checkpoint, one repetition, and only correctness is asserted by the tests.
 
 from __future__ import annotations
 
+import html
 import json
 import random
 import tempfile
@@ -72,7 +73,8 @@ def marker(model, text: str, previous: str | None) -> str | None:
 
 def heatmap_ticks(at) -> list[str]:
     fig = json.loads(at.get("plotly_chart")[0].proto.spec)
-    return [str(t) for t in fig["layout"]["xaxis"].get("ticktext", [])]
+    # as shown: the figure escapes "&" and "<" for plotly, which turns them back
+    return [html.unescape(str(t)) for t in fig["layout"]["xaxis"].get("ticktext", [])]
 
 
 # ---- server side ------------------------------------------------------------------------

@@ -6,6 +6,8 @@ Size budgets (MiniLM-shaped inputs) live in tests/test_figures_size.py.
 
 from __future__ import annotations
 
+import html
+import json
 import math
 
 import numpy as np
@@ -82,8 +84,8 @@ def test_cross_attention_heatmap_is_targets_by_sources():
     p = rand_pattern(rng, (3, 4))
     h = heat(attention_heatmap(p, tgt, src))
     assert np.asarray(h.z).shape == (3, 4)
-    assert [lab.split("·", 1)[1] for lab in h.y] == tgt
-    assert [lab.split("·", 1)[1] for lab in h.x] == src
+    assert [html.unescape(lab.split("·", 1)[1]) for lab in h.y] == tgt
+    assert [html.unescape(lab.split("·", 1)[1]) for lab in h.x] == src
     with pytest.raises(ValueError):
         attention_heatmap(p.T, tgt, src)
 
@@ -347,7 +349,10 @@ def test_mask_figures_show_the_masks():
     for h, m in zip(heats, masks, strict=True):
         np.testing.assert_array_equal(np.asarray(h.z).astype(bool), m)
     assert "True = blocked" in fig.layout.title.text
-    assert list(fig.layout.xaxis.ticktext) == ["a", "b", "c", "<pad>", "<pad>"]
+    # shown as typed: "<" is escaped for plotly, which turns &lt; back into "<"
+    assert list(fig.layout.xaxis.ticktext) == ["a", "b", "c", "&lt;pad>", "&lt;pad>"]
+    assert [html.unescape(t) for t in fig.layout.xaxis.ticktext] == ["a", "b", "c", "<pad>",
+                                                                    "<pad>"]
     u = mask_union_figure(SENT + ["<pad>"], length=5)
     zs = [np.asarray(t.z).astype(bool) for t in u.data if t.type == "heatmap"]
     np.testing.assert_array_equal(zs[2], zs[0] | zs[1])
@@ -455,3 +460,36 @@ def test_beam_tree_layout_has_no_crossing_edges_at_beam5_x20():
         assert (dp * dc >= -1e-9).all()  # parents and children in the same vertical order
     fig = beam_tree_figure(tree)
     assert len(fig.to_json()) < 400_000
+
+
+# ----------------------------------------------------------------------------- markup in tokens
+MARKUP = ["<b>bold</b>", "<br>", "a<sup>2</sup>", "&lt;", "&#60;", "<a href='x'>l</a>",
+          "x & y", "</s>", "plain"]
+
+
+def test_markup_tokens_show_literally_in_every_label():
+    """Plotly reads a little HTML and entities in labels, ticks and hovers: every token must
+    reach it escaped, so that what plotly shows (its own entity decoding) is the token."""
+    rng = np.random.default_rng(7)
+    n = len(MARKUP)
+    p = rand_pattern(rng, (n, n))
+    figs = [attention_heatmap(p, MARKUP, MARKUP),
+            head_view(p[None], MARKUP, MARKUP)]
+    for fig in figs:
+        texts = []
+        for axis in (fig.layout.xaxis, fig.layout.yaxis):
+            texts += list(axis.ticktext or [])
+        for trace in fig.data:
+            for field in ("x", "y", "text"):
+                values = getattr(trace, field, None)
+                if values is not None and len(values) and isinstance(values[0], str):
+                    texts += list(values)
+        assert texts
+        for t in texts:
+            assert "<" not in t, t  # no tag plotly could read
+            assert "&" not in t.replace("&amp;", "").replace("&lt;", ""), t  # nor an entity
+    heat_fig, view_fig = figs
+    assert [html.unescape(t) for t in heat_fig.layout.xaxis.ticktext] == MARKUP
+    token_columns = [t for t in view_fig.data if t.name == "query tokens"]
+    assert [html.unescape(t) for t in token_columns[0].text] == MARKUP
+    json.loads(heat_fig.to_json())  # still a valid figure

@@ -23,7 +23,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..beam_tree import BeamNode, BeamTree
-from .common import base_layout
+from .common import base_layout, plot_text
 
 STATUS_STYLE = {  # colour, symbol, size: status must read without colour too
     "root": ("#444444", "square", 11),
@@ -108,13 +108,13 @@ def beam_tree_figure(tree: BeamTree, n_best: int | None = None, show_pruned: boo
         if not group:
             continue
         xy = np.array([pos[n.id] for n in group], dtype=np.float32)
-        hover = [f"<b>{n.token}</b> (id {n.token_id}) · step {n.step} · {n.status}<br>"
+        hover = [f"<b>{plot_text(n.token)}</b> (id {n.token_id}) · step {n.step} · {n.status}<br>"
                  f"log p {n.logprob:.3f} · cum {n.cum_logprob:.3f} · score {n.score:.3f}"
                  for n in group]
         labelled = status != "pruned"
         fig.add_trace(go.Scatter(
             x=xy[:, 0], y=xy[:, 1], mode="markers+text" if labelled else "markers",
-            text=[n.token for n in group] if labelled else None, textposition="top center",
+            text=[plot_text(n.token) for n in group] if labelled else None, textposition="top center",
             textfont=dict(size=10), hovertext=hover, hoverinfo="text",
             customdata=[n.id for n in group], name=f"nodes: {status}",
             marker=dict(color=color, symbol=symbol, size=size,

@@ -42,6 +42,14 @@ def f32(a) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.float32)
 
 
+def plot_text(text) -> str:
+    """Text exactly as typed in a plotly label. Plotly's labels, ticks and hovers read a
+    little HTML (<b>, <i>, <br>, <sup>, <a href>, ...) and entities (&lt;, &#60;), so a token
+    "<b>" would turn bold and "&lt;" would show as "<". Escaping "&" and "<" makes every
+    token show literally (plotly turns &amp; and &lt; back into & and <)."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;")
+
+
 def _short(token, limit: int = 12) -> str:
     t = str(token)
     return t if len(t) <= limit else t[: limit - 1] + "…"
@@ -52,7 +60,7 @@ def unique_labels(tokens: Sequence[str]) -> list[str]:
 
     Long tokens are cut to 12 characters: the label only has to be unique and readable.
     """
-    return [f"{i}·{_short(t)}" for i, t in enumerate(tokens)]
+    return [f"{i}·{plot_text(_short(t))}" for i, t in enumerate(tokens)]
 
 
 def json_bytes(a: np.ndarray) -> int:
@@ -66,7 +74,7 @@ def tick_subset(labels: Sequence[str], tokens: Sequence[str], max_ticks: int = M
     """(tickvals, ticktext) showing every token, or every n-th one for long inputs."""
     step = max(1, math.ceil(len(labels) / max_ticks))
     idx = range(0, len(labels), step)
-    return [labels[i] for i in idx], [str(tokens[i]) for i in idx]
+    return [labels[i] for i in idx], [plot_text(tokens[i]) for i in idx]
 
 
 def token_axis(labels: Sequence[str], tokens: Sequence[str], title: str, reversed_: bool = False,
@@ -134,7 +142,8 @@ def pooled_labels(tokens: Sequence[str], f: int) -> tuple[list[str], list[str]]:
     if f == 1:
         return unique_labels(tokens), [str(t) for t in tokens]
     starts = range(0, len(tokens), f)
-    labels = [f"{a}–{min(a + f, len(tokens)) - 1}·{_short(tokens[a])}" for a in starts]
+    labels = [f"{a}–{min(a + f, len(tokens)) - 1}·{plot_text(_short(tokens[a]))}"
+              for a in starts]
     return labels, [str(tokens[a]) for a in starts]
 
 

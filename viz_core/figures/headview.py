@@ -15,7 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..trace import BlockTrace
-from .common import base_layout, f32
+from .common import base_layout, f32, plot_text
 
 HEAD_COLORS = (
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
@@ -98,7 +98,7 @@ def head_view(
     for x, toks, side in ((0.0, query_tokens, "query"), (1.0, key_tokens, "key")):
         fig.add_trace(go.Scatter(
             x=f32(np.full(len(toks), x)), y=f32(np.arange(len(toks))), mode="text",
-            text=[str(t) for t in toks], textposition="middle left" if x == 0 else
+            text=[plot_text(t) for t in toks], textposition="middle left" if x == 0 else
             "middle right", name=f"{side} tokens", showlegend=False,
             hovertemplate=f"{side} %{{y}}: %{{text}}<extra></extra>",
         ))
