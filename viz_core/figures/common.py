@@ -90,6 +90,11 @@ def token_axis(labels: Sequence[str], tokens: Sequence[str], title: str, reverse
     return axis
 
 
+def layout_dict(title: str | None = None, **kw) -> dict:
+    """The layout base_layout would set, for go.Figure(traces, layout=...) in one pass."""
+    return dict(template=_TEMPLATE, title=title, **kw)
+
+
 def base_layout(fig: go.Figure, title: str | None = None, **kw) -> go.Figure:
     fig.update_layout(template=_TEMPLATE, title=title, **kw)
     return fig

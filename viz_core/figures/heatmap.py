@@ -19,11 +19,11 @@ from .common import (
     BLOCKED_NOTE,
     SCORE_COLORSCALE,
     WEIGHT_COLORSCALE,
-    base_layout,
     blocked_marks,
     check_matrix,
     f32,
     json_bytes,
+    layout_dict,
     pool2d,
     pool_factor,
     pooled_labels,
@@ -83,23 +83,22 @@ def matrix_heatmap(
         f += 1
     if f > 1:
         title = f"{title or ''} (mean-pooled {f}×{f})"
-    fig = go.Figure(
-        go.Heatmap(
-            z=zz, x=xl, y=yl, colorscale=colorscale, zmin=zmin, zmax=zmax, zmid=zmid,
-            hoverongaps=False, colorbar=dict(title=dict(text=value_name), thickness=12),
-            hovertemplate=f"%{{y}} → %{{x}}: %{{z:.4f}}<extra>{value_name}</extra>",
-            name=value_name,
-        )
-    )
+    traces = [go.Heatmap(
+        z=zz, x=xl, y=yl, colorscale=colorscale, zmin=zmin, zmax=zmax, zmid=zmid,
+        hoverongaps=False, colorbar=dict(title=dict(text=value_name), thickness=12),
+        hovertemplate=f"%{{y}} → %{{x}}: %{{z:.4f}}<extra>{value_name}</extra>",
+        name=value_name,
+    )]
     if mask is not None and f == 1:
         marks = blocked_marks(mask, xl, yl)
         if marks is not None:
-            fig.add_trace(marks)
-    fig.update_xaxes(**token_axis(xl, xt, x_title), side="top")
-    fig.update_yaxes(**token_axis(yl, yt, y_title, reversed_=True))
+            traces.append(marks)
     note = f"   <sup>{BLOCKED_NOTE}</sup>" if mask is not None and mask.any() else ""
-    base_layout(fig, (title or "") + note, plot_bgcolor=BLOCKED_COLOR if mask is not None
-                else "white", showlegend=False)
+    # one validated layout (each update_* call would re-validate and copy the figure)
+    fig = go.Figure(traces, layout=layout_dict(
+        (title or "") + note, xaxis={**token_axis(xl, xt, x_title), "side": "top"},
+        yaxis=token_axis(yl, yt, y_title, reversed_=True),
+        plot_bgcolor=BLOCKED_COLOR if mask is not None else "white", showlegend=False))
     return fig
 
 
