@@ -72,14 +72,6 @@ CATEGORIES = sorted({c for c, _ in CORPUS})
 SCRIPTS = [t for c, t in CORPUS if c in ("script", "html")]
 
 
-def one_per_category() -> list[tuple[str, str]]:
-    """A stratified subset: the first entry of every category."""
-    seen: dict[str, str] = {}
-    for category, text in CORPUS:
-        seen.setdefault(category, text)
-    return list(seen.items())
-
-
 def sendable(text: str) -> str:
     """What a browser or a URL can actually deliver: lone surrogates become U+FFFD."""
     return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)

@@ -2,9 +2,7 @@
 message (st.error / st.warning / st.info), never an exception; typed and as URL parameters.
 
 Coverage (one AppTest per page and model, reused across inputs, keeps this affordable):
-- the attention page: the whole corpus, with every model;
-- every page: the whole corpus with the first native model and with MiniLM;
-- every other (page, model): one input per category (tests.hostile_inputs.one_per_category);
+- every page, with every shipped model and MiniLM: the whole corpus, typed;
 - URL parameters: a fresh AppTest per corpus entry (?text=...&target=...&kind=...&layer=...),
   on the attention page for the first native model and on the home page for every other.
 The counts actually tried are printed (pytest -s) and collected in COUNTS.
@@ -19,12 +17,11 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import viz_core as vc
-from tests.hostile_inputs import CATEGORIES, CORPUS, SCRIPTS, one_per_category, sendable
+from tests.hostile_inputs import CATEGORIES, CORPUS, SCRIPTS, sendable
 from tests.test_app import APP, PAGES
 
 MODELS = [*vc.shipped_models(), "minilm"]
 NATIVE = vc.shipped_models()[:1]
-FULL_PAGES_FOR = {*NATIVE, "minilm"}
 COUNTS: Counter = Counter()
 
 
@@ -60,12 +57,6 @@ def assert_answered(at: AppTest, page: str, model: str, category: str, text: str
     assert at.title or at.error or at.warning or at.info, where
 
 
-def corpus_for(page: str, model: str) -> list[tuple[str, str]]:
-    if page == "attention" or model in FULL_PAGES_FOR:
-        return CORPUS
-    return one_per_category()
-
-
 def test_corpus_shape():
     assert len(CORPUS) >= 40
     assert len(CATEGORIES) >= 14
@@ -80,7 +71,7 @@ def test_every_page_answers_hostile_text(page, model):
     start = time.monotonic()
     at = app(page, model, text="the cat sat on the mat")
     assert not at.exception, [e.message for e in at.exception][:1]
-    inputs = corpus_for(page, model)
+    inputs = CORPUS
     for category, text in inputs:
         at = type_text(at, text)
         assert_answered(at, page, model, category, text)
