@@ -133,7 +133,4 @@ def to_url(*, resend: bool = False, **values) -> None:
             else:
                 st.query_params[key] = value
     if resend and not changed:
-        key, value = next(((k, v) for k, v in values.items() if v not in (None, "")),
-                          (None, None))
-        if key is not None:
-            st.query_params[key] = str(value)  # same value: one message, the full query
+        st.query_params.from_dict(st.query_params.to_dict())  # one message: the whole query

@@ -96,7 +96,7 @@ def layout_dict(title: str | None = None, **kw) -> dict:
 
 
 def base_layout(fig: go.Figure, title: str | None = None, **kw) -> go.Figure:
-    fig.update_layout(template=_TEMPLATE, title=title, **kw)
+    fig.update_layout(**layout_dict(title, **kw))
     return fig
 
 
