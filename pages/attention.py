@@ -6,7 +6,14 @@ from ui import state
 from ui.charts import chart, download
 from ui.controls import open_head, pick_head
 from ui.page import selection, show_output, show_trace_messages
-from ui.runs import attention_capture, cached_figure, full_trace, has_scores
+from ui.runs import (
+    TraceRequest,
+    attention_capture,
+    cached_figure,
+    full_trace,
+    has_scores,
+    run_trace,
+)
 from viz_core import analysis
 from viz_core.export import trace_json, trace_npz
 from viz_core.figures.aggregates import aggregate_heatmap, rollout_figure
@@ -22,13 +29,13 @@ views = ["weights", "scores"] if has_scores(sel.model) else ["weights"]
 state.widget_default("view", state.url_choice("view", views, "weights"))
 if st.session_state.view not in views:
     st.session_state.view = "weights"
-options = {"capture": attention_capture(st.session_state.view)}
-trace = sel.trace(**options)
+request = TraceRequest.of(sel, capture=attention_capture(st.session_state.view))
+trace = run_trace(request)
 
 
 def figure(name: str, params: tuple, build):
     """Figures are cached per trace and parameters (see ui.runs.cached_figure)."""
-    return cached_figure(sel, options, name, params, build)
+    return cached_figure(request, name, params, build)
 
 
 show_trace_messages(trace)

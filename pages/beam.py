@@ -9,7 +9,7 @@ from ui.charts import chart, download
 from ui.controls import bounded_float, bounded_int
 from ui.errors import literal, reported
 from ui.page import selection
-from ui.runs import get_beam
+from ui.runs import BeamRequest, get_beam
 from viz_core.decoding import attention_key_labels
 from viz_core.figures.beam import beam_tree_figure, selected_node
 from viz_core.figures.heatmap import matrix_heatmap
@@ -24,7 +24,7 @@ if not sel.model.can_generate:
 c1, c2, c3, c4 = st.columns(4)
 beam_size = bounded_int("Beam size", "beam", 4, 1, 16, container=c1,
                         help="1 is greedy search.")
-max_len = bounded_int("Max new tokens", "max_len", 24, 1, 256, container=c2)
+max_new_tokens = bounded_int("Max new tokens", "max_len", 24, 1, 256, container=c2)
 length_penalty = bounded_float("Length penalty", "lp", 1.0, -2.0, 5.0, 0.25, container=c3,
                                help="score = sum of log-probs / length ** penalty")
 state.widget_default("early", state.url_choice("early", ["False", "True", "never"], "False"))
@@ -39,12 +39,11 @@ state.show_notices()
 early = {"False": False, "True": True, "never": "never"}[st.session_state.early]
 prefix = st.session_state.prefix.strip() or None
 
-options = (("beam_size", beam_size), ("early_stopping", early),
-           ("length_penalty", length_penalty), ("max_len", max_len), ("prefix", prefix))
+request = BeamRequest.of(sel, beam_size=beam_size, max_new_tokens=max_new_tokens,
+                         length_penalty=length_penalty, early_stopping=early, prefix=prefix)
 with st.spinner("Searching…"), reported("running the beam search"):
-    tree = get_beam(sel.model_name, sel.device, sel.text, options)
-    greedy = get_beam(sel.model_name, sel.device, sel.text,
-                      tuple((k, 1 if k == "beam_size" else v) for k, v in options))
+    tree = get_beam(request)
+    greedy = get_beam(request.greedy())
 for w in tree.settings.get("warnings", []):
     st.warning(w)
 

@@ -8,7 +8,7 @@ from ui.charts import chart, download
 from ui.controls import bounded_int
 from ui.errors import literal, reported
 from ui.page import selection, show_trace_messages
-from ui.runs import get_model, get_trace
+from ui.runs import TraceRequest, get_model, get_trace
 from ui.sidebar import model_choices
 from viz_core.export import npz_bytes
 from viz_core.figures.heatmap import block_heatmap, matrix_heatmap
@@ -37,8 +37,8 @@ traces = []
 for name, text in runs:
     with st.spinner(f"Running {literal(name)}…"), reported(f"running {name}"):
         get_model(name, sel.device)
-        traces.append(get_trace(name, sel.device, text, sel.target if name == sel.model_name
-                                else None, ()))
+        target = sel.target if name == sel.model_name else None
+        traces.append(get_trace(TraceRequest(name, sel.device, text, target)))
 common = [k for k in traces[0].kinds() if k in traces[1].kinds()]
 if not common:
     st.warning("These two models share no kind of attention block to compare.")

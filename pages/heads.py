@@ -8,12 +8,13 @@ from ui.charts import chart, download
 from ui.controls import KIND_LABELS, open_head
 from ui.errors import reported
 from ui.page import selection, show_output, show_trace_messages
-from ui.runs import get_beam, get_trace, head_similarity, head_stats
+from ui.runs import BeamRequest, TraceRequest, get_beam, get_trace, head_similarity, head_stats
 from viz_core.figures.aggregates import head_similarity_figure
 from viz_core.figures.heatmap import matrix_heatmap
 
 sel = selection()
 st.title("Head analysis")
+request = TraceRequest.of(sel)  # every hook point: the statistics read the whole trace
 trace = sel.trace()
 show_trace_messages(trace)
 
@@ -21,7 +22,7 @@ st.subheader("Statistics per head")
 st.caption("entropy: spread of attention (nats) · distance: mean |query − key| · special: "
            "share on special tokens · previous / diagonal: weight on the previous token / "
            "itself · sink: weight on the first token. Click a row to open that head.")
-stats = head_stats(sel.model_name, sel.device, sel.text, sel.target)
+stats = head_stats(request)
 
 
 def _row_clicked() -> None:
@@ -42,8 +43,7 @@ download("Statistics (CSV)", lambda: stats.to_csv(index=False), "head_stats.csv"
 st.subheader("Head similarity")
 kinds = trace.kinds()
 sim_kind = st.selectbox("Block", kinds, key="sim_kind", format_func=KIND_LABELS.get)
-matrix, labels, order = head_similarity(sel.model_name, sel.device, sel.text, sel.target,
-                                        sim_kind)
+matrix, labels, order = head_similarity(request, sim_kind)
 chart(head_similarity_figure(matrix, labels, order=order,
                              title="Jensen–Shannon divergence between heads (0 = same)"),
       key="sim_fig", name=f"{sim_kind}-similarity")
@@ -64,10 +64,8 @@ if chosen:
     for item in chosen:
         name, h = item.rsplit(":", 1)
         ablate.setdefault(name, []).append(int(h))
-    spec = tuple(sorted((k, tuple(sorted(v))) for k, v in ablate.items()))
     with st.spinner("Running without those heads…"), reported("running the ablated model"):
-        ablated = get_trace(sel.model_name, sel.device, sel.text, sel.target,
-                            (("ablate", spec),))
+        ablated = get_trace(TraceRequest.of(sel, ablate=ablate))
     c1, c2 = st.columns(2)
     c1.markdown("**Original output**")
     with c1:
@@ -77,9 +75,8 @@ if chosen:
         show_output(ablated)
     if sel.model.can_generate:
         with st.spinner("Beam search with and without those heads…"), reported("beam search"):
-            base_tree = get_beam(sel.model_name, sel.device, sel.text, (("beam_size", 4),))
-            abl_tree = get_beam(sel.model_name, sel.device, sel.text,
-                                (("ablate", spec), ("beam_size", 4)))
+            base_tree = get_beam(BeamRequest.of(sel, beam_size=4))
+            abl_tree = get_beam(BeamRequest.of(sel, beam_size=4, ablate=ablate))
         c1.dataframe([{"text": h.text, "score": round(h.score, 4)}
                       for h in base_tree.hypotheses], hide_index=True)
         c2.dataframe([{"text": h.text, "score": round(h.score, 4)}

@@ -6,7 +6,7 @@ from ui import state
 from ui.charts import chart, download
 from ui.controls import bounded_int
 from ui.page import selection, show_trace_messages
-from ui.runs import get_batch
+from ui.runs import BatchRequest, get_batch
 from viz_core.export import npz_bytes
 from viz_core.figures.masks import mask_union_figure, masking_steps_figure, padding_batch_figure
 
@@ -28,7 +28,7 @@ sentences = [line.strip() for line in batch_text.splitlines() if line.strip()][:
 if not sentences:
     st.warning("Type at least one sentence.")
     st.stop()
-traces = get_batch(sel, tuple(sentences))
+traces = get_batch(BatchRequest.of(sel, sentences))
 for t in traces:
     show_trace_messages(t)
 

@@ -1,11 +1,18 @@
-"""Cached model loads and runs, shared by every session of this server process.
+"""The run API for pages: typed requests in, cached model runs out.
 
-Models: st.cache_resource (one object per process; viz_core models are thread-safe).
-Traces and beam trees: st.cache_resource too, bounded by max_entries: they are read-only
-numpy data, and handing out the same object avoids pickling tens of MB per rerun, which
-st.cache_data would do on every read. Pages must not modify what they get from here.
+A page says *what* it wants with a request (``TraceRequest``, ``BeamRequest``,
+``BatchRequest``): frozen, hashable dataclasses that are their own cache keys. Pages never
+build key or option tuples; each request turns itself into the backend's keyword arguments
+(``options()``), so the meaning of an option lives in one place.
 
-Capture: a trace keeps only the hook points its options ask for. The Attention page asks for
+Caching, shared by every session of this server process:
+- models: st.cache_resource (one object per process; viz_core models are thread-safe);
+- traces, beam trees and batches: st.cache_resource too, bounded by max_entries: they are
+  read-only numpy data, and handing out the same object avoids pickling tens of MB per rerun,
+  which st.cache_data would do on every read. Pages must not modify what they get from here;
+- head statistics and similarity: st.cache_data (small tables).
+
+Capture: a trace keeps only the hook points its request asks for. The Attention page asks for
 the patterns (+ scores in its scores view): a Hugging Face model then needs no recomputation
 of q/k/v after the run, and a long input keeps ~half the memory (patterns and scores are
 [head, N, N] per block; q/k/v/z only [head, N, d_k]). Pages that show internals (Inside a
@@ -14,21 +21,130 @@ head) ask for everything, the default.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
 import streamlit as st
 
 import viz_core as vc
+
+from .errors import reported
 
 MODEL_CACHE = 4
 TRACE_CACHE = 32
 FIGURE_CACHE = 64  # a figure is <= ~1.5 MB of JSON whatever the input length
 
+# Heads to switch off, frozen: ((block name, (head, ...)), ...), sorted.
+Ablation = tuple[tuple[str, tuple[int, ...]], ...]
 
-def _unfreeze(options: tuple) -> dict:
-    """Cache keys hold options as sorted tuples; ablate={block: [heads]} travels as pairs."""
-    opts = dict(options)
-    if opts.get("ablate"):
-        opts["ablate"] = {block: list(heads) for block, heads in opts["ablate"]}
-    return opts
+
+def freeze_ablation(ablate: Mapping[str, Sequence[int]] | Ablation | None) -> Ablation:
+    """{block: [heads]} (or pairs) -> sorted pairs of sorted head tuples: one key per choice."""
+    if not ablate:
+        return ()
+    pairs = ablate.items() if isinstance(ablate, Mapping) else ablate
+    return tuple(sorted((str(block), tuple(sorted(int(h) for h in heads)))
+                        for block, heads in pairs))
+
+
+def thaw_ablation(ablate: Ablation) -> dict[str, list[int]]:
+    """The backends' form: {block name: [head, ...]}."""
+    return {block: list(heads) for block, heads in ablate}
+
+
+@dataclass(frozen=True)
+class TraceRequest:
+    """One traced run: a model on a text (and target), with what to capture or switch off."""
+
+    model_name: str
+    device: str
+    text: str
+    target: str | None = None  # teacher-forced output; None: the model's own greedy output
+    capture: tuple[str, ...] | None = None  # hook points to keep; None: all of them
+    blocks: tuple[str, ...] | None = None  # block names or block kinds; None: all blocks
+    ablate: Ablation = ()  # heads switched off (see freeze_ablation; a dict is frozen too)
+    max_new: int | None = None  # new tokens the model may generate; None: its default
+
+    def __post_init__(self):  # normalise, so equal choices are one cache entry
+        object.__setattr__(self, "target", self.target or None)
+        if self.capture is not None:
+            object.__setattr__(self, "capture", tuple(self.capture))
+        if self.blocks is not None:
+            object.__setattr__(self, "blocks", tuple(self.blocks))
+        object.__setattr__(self, "ablate", freeze_ablation(self.ablate))
+
+    @classmethod
+    def of(cls, sel, **options) -> TraceRequest:
+        """The sidebar's selection (model, device, text, target) with these options."""
+        return cls(sel.model_name, sel.device, sel.text, sel.target, **options)
+
+    def options(self) -> dict:
+        """Keyword arguments for Backend.trace: only what differs from its defaults."""
+        opts: dict = {}
+        if self.capture is not None:
+            opts["capture"] = self.capture
+        if self.blocks is not None:
+            opts["blocks"] = list(self.blocks)
+        if self.ablate:
+            opts["ablate"] = thaw_ablation(self.ablate)
+        if self.max_new is not None:
+            opts["max_new"] = self.max_new
+        return opts
+
+
+@dataclass(frozen=True)
+class BeamRequest:
+    """One beam search, recording the whole tree."""
+
+    model_name: str
+    device: str
+    text: str
+    beam_size: int = 4  # 1 is greedy search
+    max_new_tokens: int = 32  # tokens generated after the prompt / decoder start
+    length_penalty: float = 1.0  # score = sum of log-probs / length ** length_penalty
+    early_stopping: bool | str = False  # as in Hugging Face generate: False, True or "never"
+    prefix: str | None = None  # forced start of the output
+    ablate: Ablation = ()  # heads switched off
+
+    def __post_init__(self):
+        object.__setattr__(self, "prefix", self.prefix or None)
+        object.__setattr__(self, "ablate", freeze_ablation(self.ablate))
+
+    @classmethod
+    def of(cls, sel, **options) -> BeamRequest:
+        return cls(sel.model_name, sel.device, sel.text, **options)
+
+    def greedy(self) -> BeamRequest:
+        """The same search with one beam."""
+        return replace(self, beam_size=1)
+
+    def options(self) -> dict:
+        """Keyword arguments for Backend.beam_search (whose max_len counts new tokens)."""
+        opts = {"beam_size": self.beam_size, "max_len": self.max_new_tokens,
+                "length_penalty": self.length_penalty, "early_stopping": self.early_stopping,
+                "prefix": self.prefix}
+        if self.ablate:
+            opts["ablate"] = thaw_ablation(self.ablate)
+        return opts
+
+
+@dataclass(frozen=True)
+class BatchRequest:
+    """Several inputs traced in one right-padded batch (patterns and scores)."""
+
+    model_name: str
+    device: str
+    sentences: tuple[str, ...]
+    targets: tuple[str, ...] | None = None  # None: encoder-decoders use their own outputs
+
+    def __post_init__(self):
+        object.__setattr__(self, "sentences", tuple(self.sentences))
+        if self.targets is not None:
+            object.__setattr__(self, "targets", tuple(self.targets))
+
+    @classmethod
+    def of(cls, sel, sentences: Sequence[str]) -> BatchRequest:
+        return cls(sel.model_name, sel.device, tuple(sentences))
 
 
 @st.cache_resource(max_entries=MODEL_CACHE, show_spinner=False)
@@ -37,9 +153,20 @@ def get_model(name: str, device: str):
 
 
 @st.cache_resource(max_entries=TRACE_CACHE, show_spinner=False)
-def get_trace(name: str, device: str, text: str, target: str | None, options: tuple = ()):
-    model = get_model(name, device)
-    return model.trace(text, target or None, **_unfreeze(options))
+def get_trace(request: TraceRequest):
+    model = get_model(request.model_name, request.device)
+    return model.trace(request.text, request.target, **request.options())
+
+
+def run_trace(request: TraceRequest):
+    """get_trace with the page's spinner; a failure becomes a message and stops the page."""
+    with st.spinner("Running the model…"), reported("running the model"):
+        return get_trace(request)
+
+
+def full_trace(sel):
+    """The trace with every hook point (for downloads); usable outside a script run."""
+    return get_trace(TraceRequest.of(sel))
 
 
 def has_scores(model) -> bool:
@@ -52,65 +179,58 @@ def attention_capture(view: str) -> tuple[str, ...]:
     return ("pattern", "scores") if view == "scores" else ("pattern",)
 
 
-def full_trace(sel):
-    """The trace with every hook point (for downloads); usable outside a script run."""
-    return get_trace(sel.model_name, sel.device, sel.text, sel.target, ())
-
-
 @st.cache_resource(max_entries=FIGURE_CACHE, show_spinner=False)
-def _figure(key: tuple, _build):
+def _figure(request: TraceRequest, name: str, params: tuple, _build):
     return _build()
 
 
-def cached_figure(sel, options: dict, name: str, params: tuple, build):
-    """build() once per (trace, figure name, params), shared by every session.
+def cached_figure(request: TraceRequest, name: str, params: tuple, build):
+    """build() once per (trace request, figure name, params), shared by every session.
 
     Building a plotly figure costs ~10-40 ms of validation whatever its size, so a rerun that
     only changes the head must not rebuild the figures that do not depend on it (the layer x
     head grid, the rollout) and going back to a head is free. st.plotly_chart serialises a
     copy (to_dict): a shared figure is never modified by showing it. Pages must not modify it.
     """
-    key = (sel.model_name, sel.device, sel.text, sel.target, tuple(sorted(options.items())),
-           name, params)
-    return _figure(key, build)
+    return _figure(request, name, params, build)
 
 
 @st.cache_resource(max_entries=TRACE_CACHE, show_spinner=False)
-def get_beam(name: str, device: str, text: str, options: tuple = ()):
-    model = get_model(name, device)
-    return model.beam_search(text, **_unfreeze(options))
+def get_beam(request: BeamRequest):
+    model = get_model(request.model_name, request.device)
+    return model.beam_search(request.text, **request.options())
 
 
 @st.cache_resource(max_entries=TRACE_CACHE, show_spinner=False)
-def _batch(name: str, device: str, sentences: tuple, targets: tuple | None):
-    model = get_model(name, device)
-    return model.trace_batch(list(sentences), list(targets) if targets else None,
+def _batch(request: BatchRequest):
+    model = get_model(request.model_name, request.device)
+    return model.trace_batch(list(request.sentences),
+                             list(request.targets) if request.targets else None,
                              capture=("pattern", "scores"))
 
 
-def get_batch(sel, sentences: tuple):
+def get_batch(request: BatchRequest):
     """A padded batch; encoder-decoder models are teacher-forced on their own outputs."""
-    from .errors import reported
-
     with st.spinner("Running the batch…"), reported("running the batch"):
-        targets = None
-        if sel.model.kind == "encoder-decoder":
-            targets = tuple(get_trace(sel.model_name, sel.device, s, None, ()).output_text
-                            or "<unk>" for s in sentences)
-        return _batch(sel.model_name, sel.device, sentences, targets)
+        model = get_model(request.model_name, request.device)
+        if request.targets is None and model.kind == "encoder-decoder":
+            request = replace(request, targets=tuple(
+                get_trace(TraceRequest(request.model_name, request.device, s)).output_text
+                or "<unk>" for s in request.sentences))
+        return _batch(request)
 
 
 @st.cache_data(max_entries=TRACE_CACHE, show_spinner=False)
-def head_stats(name: str, device: str, text: str, target: str | None):
+def head_stats(request: TraceRequest):
     from viz_core.analysis import head_stats as stats
 
-    return stats(get_trace(name, device, text, target, ()))
+    return stats(get_trace(request))
 
 
 @st.cache_data(max_entries=TRACE_CACHE, show_spinner=False)
-def head_similarity(name: str, device: str, text: str, target: str | None, kind: str):
+def head_similarity(request: TraceRequest, block_kind: str):
     from viz_core.analysis import cluster_order, js_divergence_matrix, trace_head_patterns
 
-    patterns, labels = trace_head_patterns(get_trace(name, device, text, target, ()), kind)
+    patterns, labels = trace_head_patterns(get_trace(request), block_kind)
     matrix, labels = js_divergence_matrix(patterns, labels)
     return matrix, labels, cluster_order(matrix)

@@ -13,7 +13,7 @@ from viz_core.policy import BUILTIN_HF, Policy, set_default_policy
 
 from . import state
 from .errors import literal, reported
-from .runs import get_model
+from .runs import TraceRequest, get_model, run_trace
 
 MINILM = "minilm"
 CUSTOM = "Other (path or Hub id)…"
@@ -29,11 +29,8 @@ class Selection:
     model: object  # a viz_core backend
 
     def trace(self, **options):
-        from .runs import get_trace
-
-        with st.spinner("Running the model…"), reported("running the model"):
-            return get_trace(self.model_name, self.device, self.text, self.target,
-                             tuple(sorted(options.items())))
+        """This selection's trace (options: see ui.runs.TraceRequest), with the spinner."""
+        return run_trace(TraceRequest.of(self, **options))
 
 
 def describe(name: str) -> str:
