@@ -1,0 +1,100 @@
+"""Pretraining objectives: each scheme as its attention masks and its inputs/targets."""
+
+import streamlit as st
+
+from ui import state
+from ui.charts import chart
+from ui.controls import bounded_int
+from ui.errors import literal
+from ui.page import selection, show_trace_messages
+from viz_core import pretraining as pt
+from viz_core.figures.pretraining import objective_figure, objective_rows
+
+SCHEMES = ["BERT masked LM", "RoBERTa dynamic masking", "Whole-word masking",
+           "ERNIE entity/phrase masking", "GPT", "UniLM", "XLNet", "MASS",
+           "T5 span corruption", "BART noising"]
+
+sel = selection()
+st.title("Pretraining objectives")
+st.info("Each pretrained model is mostly its **attention mask** plus a way of corrupting "
+        "the input. Masks: **True = blocked** (dark red ✕): the query row may NOT attend to "
+        "that key column. Everything is drawn with a fixed seed: change it to re-draw.")
+
+if getattr(sel.model, "family", "native") == "native":
+    tokens, total = pt.lesson_tokens(sel.text)  # our vocabularies would show many <unk>
+    if not tokens:
+        st.warning("Type some text in the sidebar (words or punctuation).")
+        st.stop()
+else:
+    trace = sel.trace()
+    show_trace_messages(trace)
+    tokens, total = pt.lesson_tokens(sel.text, trace.source_tokens)
+    if not tokens:
+        st.warning("The text has no tokens besides the model's special tokens.")
+        st.stop()
+if total > len(tokens):
+    st.caption(f"The text has {total} tokens; the lessons use the first {len(tokens)}.")
+
+c1, c2 = st.columns([3, 1])
+state.widget_default("pt_scheme", state.url_choice("pt_scheme", SCHEMES, SCHEMES[0]))
+scheme = c1.selectbox("Objective", SCHEMES, key="pt_scheme")
+seed = bounded_int("Seed", "pt_seed", 0, 0, 9999, container=c2,
+                   help="The random draw (positions, spans, orders) comes from this seed.")
+state.to_url(pt_scheme=scheme)
+n = len(tokens)
+vocab = sorted(set(tokens))
+
+if scheme == "BERT masked LM":
+    objectives = [pt.bert_mlm(tokens, seed, vocab=vocab)]
+elif scheme == "RoBERTa dynamic masking":
+    st.caption("Static masking (original BERT) draws the corruption once and reuses it every "
+               "epoch; RoBERTa draws it afresh each time the sentence is seen.")
+    objectives = pt.roberta_dynamic(tokens, epochs=3, seed=seed, vocab=vocab)
+elif scheme == "Whole-word masking":
+    spans = pt.spans_from_ids(pt.word_ids(tokens))
+    objectives = [pt.span_mlm(tokens, spans, seed, vocab=vocab)]
+elif scheme == "ERNIE entity/phrase masking":
+    st.caption("Entities here are runs of capitalised words and phrases are pairs of other "
+               "words (a simple rule; ERNIE uses a tagger and a chunker).")
+    objectives = [pt.span_mlm(tokens, pt.phrase_spans(tokens), seed, vocab=vocab,
+                              name="ERNIE entity/phrase masking",
+                              teaches="Hide whole entities and phrases so the model must "
+                                      "know them, not spell them out from their parts.")]
+elif scheme == "GPT":
+    objectives = [pt.gpt(tokens)]
+elif scheme == "UniLM":
+    source, target = pt.split_source_target(tokens)
+    st.caption("The seq2seq mask uses the first sentence as the source and the rest as the "
+               "target (one sentence: its two halves).")
+    objectives = [pt.unilm(source, target)]
+elif scheme == "XLNet":
+    default = " ".join(str(i) for i in pt.random_order(n, seed))
+    shown = state.widget_default("pt_order", state.url_text("pt_order", default), typed=True)
+    state.clean_state("pt_order", "order")
+    raw = st.text_input(f"Factorisation order (a permutation of 0–{n - 1})", shown,
+                        key="pt_order",
+                        help="Positions in the order they are predicted, e.g. 3 1 2 0.")
+    try:
+        order = pt.parse_order(raw, n)
+    except ValueError as err:
+        st.warning(f"Order not used: {literal(err)}. Showing the seed's order "
+                   f"{literal(default)}.")
+        order = pt.random_order(n, seed)
+    state.to_url(pt_order=raw)
+    objectives = [pt.xlnet(tokens, order)]
+elif scheme == "MASS":
+    k = bounded_int("Span length k", "pt_k", max(1, n // 2), 1, n,
+                    help="k = 1 is BERT-like (one token, bidirectional context); k = n is "
+                         "GPT-like (the encoder sees nothing, the decoder is a language model).")
+    objectives = [pt.mass(tokens, k, seed=seed)]
+elif scheme == "T5 span corruption":
+    objectives = [pt.t5_span_corruption(tokens, seed)]
+else:
+    objectives = pt.bart_all(tokens, seed)
+state.show_notices()
+
+for i, obj in enumerate(objectives):
+    st.subheader(obj.name)
+    st.caption(obj.teaches)
+    st.dataframe(objective_rows(obj, tokens), hide_index=True, width="stretch")
+    chart(objective_figure(obj), key=f"pt_fig_{i}", name=f"pretraining-{scheme}-{i}")
