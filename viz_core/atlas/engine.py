@@ -1,0 +1,302 @@
+"""Run an atlas: prepare input shards, run the pending ones on Ray Data (or in-process),
+then summarise. `run_atlas(AtlasConfig(...))` is what the CLI and the page call.
+
+Flow:
+1. prepare: the driver streams the input once (never holding it all) into input shards of
+   `shard_size` examples, plus the built-in probe set; the split is fixed by the manifest,
+   so a resumed run sees the same shards.
+2. run: every pending shard (no finished output file) goes to a model-holding worker: in
+   Ray Data, a dataset of shard ids mapped by an actor pool of AtlasWorker; each actor
+   writes its shard's Parquet files itself as it finishes. A killed actor is restarted and
+   its shard retried (the output is written atomically, so a retry is identical).
+3. summarise: stream the output shards into the per-head summary (summary.py).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .inputs import PROBE, AtlasInputError, InputStats, probe_texts, read_examples
+from .layout import MANIFEST, PROGRESS, input_path, read_json, shard_done, write_atomic, write_json
+from .worker import AtlasWorker
+
+KILL_ENV = "ATTENTION_LAB_ATLAS_KILL_ONCE"  # test hook: a flag file; one worker exits once
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class AtlasError(AtlasInputError):
+    """The run cannot go on (unreachable cluster, settings that differ from the run to
+    resume, ...); the message says what to do."""
+
+
+class AtlasStopped(RuntimeError):
+    """Raised by the `stop_after` test hook, like an interrupted run."""
+
+
+@dataclass
+class AtlasConfig:
+    model: str
+    data: str  # a .txt/.csv/.parquet file, or "probe" for the built-in probe set only
+    out: str
+    address: str | None = None  # a Ray cluster ("host:port", "ray://host:port", "auto")
+    limit: int | None = None  # first N examples of the data (probe examples: N in total)
+    batch: int = 8  # examples per forward pass
+    resume: bool = False
+    engine: str = "ray"  # "ray" | "local" (in-process, no engine)
+    workers: int | None = None  # model actors; default: one per GPU, else min(2, CPUs)
+    shard_size: int = 64  # examples per output shard (the unit of progress and resume)
+    probe: int = 32  # repeated-random-token examples added to the data (induction)
+    device: str = "auto"
+    threads: int | None = None  # torch threads per worker (default: CPUs / workers)
+    seed: int = 0
+
+    def identity(self) -> dict:
+        """What must match for --resume to continue a run."""
+        data = Path(self.data).expanduser()
+        stat = data.stat() if data.is_file() else None
+        return {"model": self.model, "data": str(data.resolve()) if stat else self.data,
+                "data_bytes": stat.st_size if stat else None,
+                "data_mtime_ns": stat.st_mtime_ns if stat else None, "limit": self.limit,
+                "batch": self.batch, "shard_size": self.shard_size, "probe": self.probe,
+                "seed": self.seed}
+
+
+# ---- 1. prepare ----------------------------------------------------------------------------
+def _write_input_shard(out: Path, shard: int, ids: list[int], texts: list[str],
+                       probe: bool) -> None:
+    import pyarrow as pa
+
+    write_atomic(input_path(out, shard), pa.table({
+        "example": pa.array(ids, pa.int64()), "text": pa.array(texts, pa.string()),
+        "probe": pa.array([probe] * len(ids), pa.bool_())}))
+
+
+def prepare(cfg: AtlasConfig, out: Path, model_for_probes: Callable[[], object]) -> dict:
+    """Input shards + manifest; reused as they are when resuming a prepared run."""
+    old = read_json(out / MANIFEST)
+    ident = cfg.identity()
+    if old is not None:
+        if not cfg.resume:
+            raise AtlasError(f"{out} already holds an atlas run; pass --resume to continue it "
+                             "or choose another --out directory.")
+        if old.get("identity") != ident:
+            diff = sorted(k for k in ident if old.get("identity", {}).get(k) != ident[k])
+            raise AtlasError(f"{out} holds a run with other settings ({', '.join(diff)}); "
+                             "resume it with the same ones, or choose another --out.")
+        if old.get("prepared"):
+            return old
+    out.mkdir(parents=True, exist_ok=True)
+    stats = InputStats()
+    shard, ids, texts, next_id = 0, [], [], 0
+
+    def flush(probe: bool) -> None:
+        nonlocal shard, ids, texts
+        if ids:
+            _write_input_shard(out, shard, ids, texts, probe)
+            shard, ids, texts = shard + 1, [], []
+
+    n_probe = cfg.probe
+    if cfg.data != PROBE:
+        for text in read_examples(cfg.data, stats, cfg.limit):
+            ids.append(next_id)
+            texts.append(text)
+            next_id += 1
+            if len(ids) == cfg.shard_size:
+                flush(False)
+        flush(False)
+    else:
+        n_probe = cfg.limit if cfg.limit is not None else 64
+    if n_probe > 0:
+        data_words = []  # the data's own words help a word-level vocabulary find its tokens
+        if cfg.data != PROBE and shard > 0:
+            import pyarrow.parquet as pq
+
+            first = pq.read_table(input_path(out, 0)).column("text").to_pylist()
+            data_words = [w for t in first[:64] for w in t.split()][:400]
+        for text in probe_texts(model_for_probes(), n_probe, cfg.seed, data_words):
+            ids.append(next_id)
+            texts.append(text)
+            next_id += 1
+            stats.probes += 1
+            if len(ids) == cfg.shard_size:
+                flush(True)
+        flush(True)
+    manifest = {"identity": ident, "prepared": True, "shards": shard, "examples": next_id,
+                "input": asdict(stats), "config": asdict(cfg)}
+    write_json(out / MANIFEST, manifest)
+    return manifest
+
+
+# ---- 2. run ----------------------------------------------------------------------------------
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def _gpus(device: str) -> int:
+    if device == "cpu":
+        return 0
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def check_address(address: str, timeout: float = 5.0) -> None:
+    """Fail fast, with a clear message, when nothing listens at a cluster address
+    (ray.init would otherwise retry for a minute or more)."""
+    if address in ("auto", "local"):
+        return
+    hostport = address.split("://", 1)[-1].rstrip("/")
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise AtlasError(f"--address {address!r} is not host:port (e.g. 10.0.0.5:6379 or "
+                         "ray://10.0.0.5:10001).")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            pass
+    except OSError as err:
+        raise AtlasError(f"Cannot reach a Ray cluster at {address} ({err.strerror or err}). "
+                         "Start one there with `ray start --head`, check the address, or "
+                         "leave out --address to run on a local Ray.") from None
+
+
+def _ray_init(cfg: AtlasConfig, workers: int) -> bool:
+    """Connect to (or start) Ray; True when this call started it (and must shut it down)."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    env = {"env_vars": {"PYTHONPATH": os.pathsep.join(
+        p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}}
+    if cfg.address:
+        check_address(cfg.address)
+        try:
+            ray.init(address=cfg.address, runtime_env=env, log_to_driver=False)
+        except (ConnectionError, RuntimeError, ValueError) as err:
+            raise AtlasError(f"Cannot connect to the Ray cluster at {cfg.address}: {err}"
+                             ) from None
+    else:  # a local Ray sized to this machine (explicit num_cpus: see DESIGN.md)
+        ray.init(num_cpus=max(_cpus(), workers), runtime_env=env, include_dashboard=False,
+                 log_to_driver=False, configure_logging=False)
+    return True
+
+
+def _run_ray(cfg: AtlasConfig, out: Path, pending: list[int], workers: int, threads: int,
+             on_shard: Callable[[dict], None], kill_once: str | None) -> None:
+    import ray
+    import ray.data
+
+    owns = _ray_init(cfg, workers)
+    try:
+        ctx = ray.data.DataContext.get_current()
+        ctx.enable_progress_bars = False  # our own bar counts examples, not blocks
+        ctx.print_on_execution_start = False
+        gpus = 1 if _gpus(cfg.device) and cfg.device != "cpu" else 0
+        ds = ray.data.from_items([{"shard": s} for s in pending],
+                                 override_num_blocks=len(pending))
+        with warnings.catch_warnings():
+            # Ray Data's own default is to restart and retry forever; 3 tries stop a shard
+            # that crashes its worker every time. There is no named parameter for these yet.
+            warnings.filterwarnings("ignore", "`ray_remote_args` is deprecated")
+            ds = ds.map_batches(
+                AtlasWorker, batch_size=1, compute=ray.data.ActorPoolStrategy(size=workers),
+                fn_constructor_kwargs={"model": cfg.model, "out": str(out),
+                                       "batch": cfg.batch, "device": cfg.device,
+                                       "threads": threads, "kill_once": kill_once},
+                num_cpus=0 if gpus else threads, num_gpus=gpus,
+                max_restarts=3, max_task_retries=3)  # a killed actor: restarted, shard retried
+        for row in ds.iter_rows():
+            on_shard({k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()})
+    finally:
+        if owns:
+            ray.shutdown()
+
+
+def run_atlas(cfg: AtlasConfig, progress: Callable[[dict], None] | None = None,
+              stop_after: int | None = None) -> dict:
+    """Run (or resume) an atlas into cfg.out; returns the run info (also in atlas.json).
+
+    progress: called with {"done", "total", "shards_done", "shards", "rate"} as shards finish.
+    stop_after: test hook; stop (AtlasStopped) after that many shards, as if interrupted.
+    """
+    from .summary import summarize
+
+    if cfg.engine not in ("ray", "local"):
+        raise AtlasError(f"Unknown engine {cfg.engine!r}: 'ray' or 'local'.")
+    if cfg.batch < 1 or cfg.shard_size < 1 or (cfg.limit is not None and cfg.limit < 1):
+        raise AtlasError("--batch, --limit and the shard size must be at least 1.")
+    if cfg.address and cfg.engine == "ray":
+        check_address(cfg.address)  # before anything is read or written
+    out = Path(cfg.out).expanduser()
+    gpus = _gpus(cfg.device)
+    workers = cfg.workers or (gpus if gpus else min(2, _cpus()))
+    threads = cfg.threads or max(1, _cpus() // workers)
+    kill_once = os.environ.get(KILL_ENV) or None
+    local: list[AtlasWorker] = []
+
+    def local_worker() -> AtlasWorker:
+        if not local:
+            local.append(AtlasWorker(cfg.model, str(out), cfg.batch, cfg.device,
+                                     cfg.threads, kill_once=None))
+        return local[0]
+
+    manifest = prepare(cfg, out, lambda: local_worker().model)
+    total, n_shards = manifest["examples"], manifest["shards"]
+    pending = [s for s in range(n_shards) if not shard_done(out, s)]
+    state = {"done": total - _examples_in(out, pending), "shards_done": n_shards - len(pending),
+             "t0": time.perf_counter(), "new": 0}
+
+    def on_shard(r: dict) -> None:
+        state["done"] += int(r["examples"])
+        state["new"] += int(r["examples"])
+        state["shards_done"] += 1
+        elapsed = time.perf_counter() - state["t0"]
+        report = {"state": "running", "done": state["done"], "total": total,
+                  "shards_done": state["shards_done"], "shards": n_shards,
+                  "rate": state["new"] / elapsed if elapsed > 0 else 0.0}
+        write_json(out / PROGRESS, report)
+        if progress:
+            progress(report)
+        if stop_after is not None and state["shards_done"] - (n_shards - len(pending)) \
+                >= stop_after:
+            raise AtlasStopped(f"stopped after {stop_after} shards (test hook)")
+
+    write_json(out / PROGRESS, {"state": "running", "done": state["done"], "total": total,
+                                "shards_done": state["shards_done"], "shards": n_shards,
+                                "rate": 0.0})
+    try:
+        if pending and cfg.engine == "local":
+            w = local_worker()
+            for s in pending:
+                on_shard(w.run_shard(s))
+        elif pending:
+            _run_ray(cfg, out, pending, workers, threads, on_shard, kill_once)
+    except BaseException as err:
+        write_json(out / PROGRESS, {**(read_json(out / PROGRESS) or {}), "state": "stopped",
+                                    "message": str(err)[:500]})
+        summarize(out, complete=False)  # what finished stays readable
+        raise
+    seconds = time.perf_counter() - state["t0"]
+    info = summarize(out, complete=True, run={
+        "engine": cfg.engine, "workers": workers if cfg.engine == "ray" else 1,
+        "threads": threads, "address": cfg.address, "seconds": seconds,
+        "examples_per_s": state["new"] / seconds if seconds > 0 and state["new"] else None,
+        "resumed_shards": n_shards - len(pending)})
+    write_json(out / PROGRESS, {"state": "done", "done": total, "total": total,
+                                "shards_done": n_shards, "shards": n_shards,
+                                "rate": info["run"].get("examples_per_s") or 0.0})
+    return info
+
+
+def _examples_in(out: Path, shards: list[int]) -> int:
+    import pyarrow.parquet as pq
+
+    return sum(pq.ParquetFile(input_path(out, s)).metadata.num_rows for s in shards)

@@ -1,0 +1,69 @@
+"""Where an atlas keeps its files (all under one output directory):
+
+    manifest.json             what the run is (model, data, settings) and its input shards
+    input/shard-00000.parquet the examples of shard 0: example, text, probe
+    shards/examples-00000.parquet   per example: tokens, target, cut/error flags
+    shards/heads-00000.parquet      per (example, block, head): role scores and peaks
+    summary.parquet, top.parquet, hist.parquet, atlas.json   the per-head summary
+    progress.json             done / total / examples per second, rewritten as shards finish
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+MANIFEST, INFO, PROGRESS = "manifest.json", "atlas.json", "progress.json"
+
+
+def input_path(out: Path, shard: int) -> Path:
+    return Path(out) / "input" / f"shard-{shard:05d}.parquet"
+
+
+def examples_path(out: Path, shard: int) -> Path:
+    return Path(out) / "shards" / f"examples-{shard:05d}.parquet"
+
+
+def heads_path(out: Path, shard: int) -> Path:
+    return Path(out) / "shards" / f"heads-{shard:05d}.parquet"
+
+
+def shard_done(out: Path, shard: int) -> bool:
+    return heads_path(out, shard).is_file() and examples_path(out, shard).is_file()
+
+
+def done_shards(out: Path) -> list[int]:
+    folder = Path(out) / "shards"
+    if not folder.is_dir():
+        return []
+    ids = sorted(int(p.stem.split("-")[1]) for p in folder.glob("heads-*.parquet"))
+    return [i for i in ids if examples_path(out, i).is_file()]
+
+
+def _tmp(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def write_atomic(path: Path, table) -> None:
+    """Write a pyarrow table as Parquet under a temporary name, then rename it into place."""
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _tmp(path)
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+
+
+def write_json(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _tmp(path)
+    tmp.write_text(json.dumps(data, indent=2, default=str))
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
