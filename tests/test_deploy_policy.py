@@ -48,7 +48,6 @@ def no_loading(monkeypatch):
         raise AssertionError("the model was read although the policy refuses it")
 
     monkeypatch.setattr(native.NativeModel, "from_dir", classmethod(boom))
-    monkeypatch.setattr(hf, "load_hf", boom)  # hf imported first: it re-exports load_hf
     monkeypatch.setattr(hf_load, "load_hf", boom)
 
 

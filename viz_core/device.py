@@ -33,3 +33,22 @@ def pick_device(device: str | torch.device | None = "auto") -> torch.device:
             f"{['auto', *available_devices()]}"
         )
     return dev
+
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def pick_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
+    """"auto"/None -> bfloat16 on a GPU, float32 elsewhere; or a name from DTYPES.
+
+    Only the weights and activations use it: softmax and every captured pattern and score are
+    computed in float32 whatever the weights' dtype (viz_core.capture).
+    """
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype is None or str(dtype) == "auto":
+        return torch.bfloat16 if torch.device(device).type == "cuda" else torch.float32
+    name = str(dtype).removeprefix("torch.")
+    if name not in DTYPES:
+        raise InputError(f"dtype {dtype!r} is not one of auto, {', '.join(DTYPES)}")
+    return DTYPES[name]

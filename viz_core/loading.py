@@ -33,12 +33,15 @@ def is_native_dir(path: Path) -> bool:
     return not (isinstance(config, dict) and "model_type" in config)
 
 
-def load(name_or_path: str, device: str = "auto", policy: Policy | None = None):
+def load(name_or_path: str, device: str = "auto", policy: Policy | None = None,
+         dtype: str = "auto"):
     """Load a model by shipped name ("en-fr"), checkpoint dir, "minilm", HF dir or Hub id.
 
     policy: the deployment policy (default: viz_core.policy.current_policy(), i.e. the
     ATTENTION_LAB_* environment variables); names are checked before anything is read and
     sizes before anything is allocated. The model comes back with the GPU-OOM fallback.
+    dtype: "auto" (bfloat16 on a GPU, float32 on a CPU), "float32", "bfloat16" or "float16";
+    softmax and every captured pattern are float32 whatever it is.
     """
     if not isinstance(name_or_path, str) or not name_or_path.strip():
         raise ModelLoadError("No model given: pick a shipped model, 'minilm', a path or an id.")
@@ -52,17 +55,18 @@ def load(name_or_path: str, device: str = "auto", policy: Policy | None = None):
     policy.check_name(name, builtin=name in shipped or name.lower() in BUILTIN_HF)
     if name in shipped:
         _check_native_size(policy, name, CHECKPOINTS / name)
-        return guard(NativeModel.from_dir(CHECKPOINTS / name, device, name=name))
+        return guard(NativeModel.from_dir(CHECKPOINTS / name, device, name=name, dtype=dtype))
     path = Path(os.path.expanduser(name))
     if path.is_dir() and is_native_dir(path):
         _check_native_size(policy, name, path)
-        return guard(NativeModel.from_dir(path, device))
+        return guard(NativeModel.from_dir(path, device, dtype=dtype))
     try:
-        from .backends.hf import load_hf
+        from .backends.hf_load import load_hf
     except ImportError as err:  # the Hugging Face backend is optional at import time
-        raise ModelLoadError(f"Cannot load {name!r}: Hugging Face support unavailable ({err})") from None
+        raise ModelLoadError(f"Cannot load {name!r}: Hugging Face support unavailable ({err})"
+                             ) from err
     _check_hf_size(policy, name)
-    model = load_hf(name, device)
+    model = load_hf(name, device, dtype)
     # Hub ids that were not cached could only be measured after the download
     policy.check_size(name, None, getattr(model, "n_parameters", None))
     return guard(model)

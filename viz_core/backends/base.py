@@ -1,26 +1,68 @@
-"""What every backend offers; pages only ever talk to this interface."""
+"""The Backend contract (everything pages and decoding may use) and the one trace builder.
+
+A backend is a loaded model. One instance serves every session: methods keep no per-call
+state. Pages, ui/ and viz_core.decoding use only what ``Backend`` declares here; see
+docs/ARCHITECTURE.md for how to add a model family.
+"""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from typing import Any
 
-import numpy as np
+import torch
 
-from ..trace import AttentionTrace, BlockTrace
+from ..capture import Recorder, recording
+from ..residency import DeviceBudget
+from ..trace import AttentionTrace, BlockTrace, HeadSource, to_numpy
+
+__all__ = ["Backend", "block_filter", "block_layout", "blocks_from_records", "record",
+           "right_pad", "to_numpy"]
+
+ARCHITECTURES = ("encoder-decoder", "decoder-only", "encoder-only")
+# What a trace can keep besides q and k (always kept: every pattern and score needs them).
+CAPTURE_ALL = ("q", "k", "v", "scores", "pattern", "z")
 
 
 class Backend:
-    """A loaded model. One instance serves every session: methods keep no per-call state."""
+    """A loaded model. Subclasses fill the attributes and implement the methods below."""
 
     name: str = ""
-    kind: str = "encoder-decoder"  # encoder-decoder | decoder-only | encoder-only
-    family: str = "native"  # native | bert | gpt2 | bart | t5 | marian | ...
+    architecture: str = "encoder-decoder"  # encoder-decoder | decoder-only | encoder-only
+    family: str = "native"  # native | bert | gpt2 | bart | t5 | marian | llama | ...
     device: Any = None
     card: dict = {}
 
+    def __init__(self) -> None:
+        self.device_budget = DeviceBudget()
+        self._faith_lock = threading.Lock()
+        self._faith: tuple[float, int] | None = None  # (largest difference, its input length)
+
+    # ---- capabilities --------------------------------------------------------------------
+    @property
+    def kind(self) -> str:
+        """Alias of ``architecture`` (the name pages have always used)."""
+        return self.architecture
+
     @property
     def can_generate(self) -> bool:
-        return self.kind != "encoder-only"
+        return self.architecture != "encoder-only"
+
+    @property
+    def has_scores(self) -> bool:
+        """Whether traces carry pre-softmax scores and q/k/v/z (every capture-path model)."""
+        return True
+
+    @property
+    def kv_heads(self) -> int:
+        """Key/value heads per block (== heads for plain multi-head attention)."""
+        return int(self.info()["heads"])
+
+    @property
+    def positional_kind(self) -> str:
+        """sinusoidal | learned | rotary | relative | none."""
+        raise NotImplementedError
 
     @property
     def max_tokens(self) -> int:
@@ -30,43 +72,69 @@ class Backend:
     def examples(self) -> list[str]:
         return list(self.card.get("examples", []))
 
+    def info(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.architecture, "family": self.family,
+                "device": str(self.device), "scores": self.has_scores}
+
+    def special_token_mask(self, tokens_ids: list[int]) -> list[bool]:
+        """True for ids that are special tokens ([CLS], <bos>, <pad> ...)."""
+        raise NotImplementedError
+
+    # ---- runs ------------------------------------------------------------------------------
     def trace(self, source: str, target: str | None = None, **options) -> AttentionTrace:
         raise NotImplementedError
 
-    def beam_search(self, source: str, beam_size: int = 4, max_len: int = 32, **options):
+    def trace_batch(self, sources: list[str], targets: list[str] | None = None,
+                    **options) -> list[AttentionTrace]:
         raise NotImplementedError
 
-    def info(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "family": self.family,
-                "device": str(self.device)}
+    def make_stepper(self, source: str, prefix: str | None, *, beams: int, max_new: int,
+                     length_penalty: float, early_stopping, ablate: dict | None,
+                     warnings: list[str]):
+        """A viz_core.decoding Stepper for one search over this model."""
+        raise NotImplementedError
+
+    def beam_search(self, source: str, beam_size: int = 4, max_len: int = 32, **options):
+        from ..decoding import beam_search
+
+        return beam_search(self, source, beam_size=beam_size, max_len=max_len, **options)
+
+    # ---- faithfulness ----------------------------------------------------------------------
+    def _reference_outputs(self, source: str, target: str | None) -> tuple[torch.Tensor,
+                                                                           torch.Tensor, int]:
+        """(outputs of the traced run, of the reference run, input length in tokens)."""
+        raise NotImplementedError
+
+    def check_faithfulness(self, source: str, target: str | None = None) -> float:
+        """max |logits(traced run) - logits(reference attention)| on this input; the model
+        keeps the largest difference seen (``faithfulness``)."""
+        traced, reference, n = self._reference_outputs(source, target)
+        diff = float((traced.float() - reference.float()).abs().max()) if traced.numel() else 0.0
+        with self._faith_lock:
+            if self._faith is None or diff >= self._faith[0]:
+                self._faith = (diff, n)
+        return diff
+
+    @property
+    def faithfulness(self) -> tuple[float, int] | None:
+        """(largest difference found, token count of the input it was found on), or None."""
+        return self._faith
+
+    def _stamp(self, trace: AttentionTrace, source: str, target: str | None) -> AttentionTrace:
+        """Check faithfulness on the first trace after load; admit the trace to the budget."""
+        if self._faith is None:
+            try:
+                self.check_faithfulness(source, target)
+            except Exception:  # noqa: BLE001 - the check must never break a trace
+                pass
+        if self._faith is not None:
+            trace.faithfulness, trace.faithfulness_tokens = self._faith
+        self.device_budget.admit(trace)
+        return trace
 
 
-def to_numpy(t) -> np.ndarray:
-    return t.detach().float().cpu().numpy().astype(np.float32, copy=False)
-
-
-def blocks_from_cache(cache: dict, names: list[str], masks: dict[str, np.ndarray],
-                      tokens: dict[str, tuple[list[str], list[str]]]) -> dict[str, BlockTrace]:
-    """Hook cache (batch 1) -> BlockTrace per block name, in the given order."""
-    out = {}
-    for name in names:
-        pattern = cache.get(f"{name}.hook_pattern")
-        if pattern is None:
-            continue
-
-        def get(point: str, _name=name):
-            t = cache.get(f"{_name}.hook_{point}")
-            return None if t is None else to_numpy(t[0])
-
-        q_tokens, k_tokens = tokens[name]
-        out[name] = BlockTrace(
-            name=name, pattern=to_numpy(pattern[0]), scores=get("scores"), mask=masks[name],
-            query_tokens=list(q_tokens), key_tokens=list(k_tokens),
-            q=get("q"), k=get("k"), v=get("v"), z=get("z"))
-    return out
-
-
-def block_filter(blocks):
+# ---- the one trace builder -------------------------------------------------------------
+def block_filter(blocks) -> Callable[[str], bool] | None:
     """None -> all; callable -> itself; list of names or kinds ("decoder.cross") -> membership."""
     if blocks is None or callable(blocks):
         return blocks
@@ -77,3 +145,72 @@ def block_filter(blocks):
         return name in wanted or f"{stack}.{kind}" in wanted
 
     return keep
+
+
+def block_layout(architecture: str, n_encoder: int, n_decoder: int, source_tokens: list[str],
+                 decoder_tokens: list[str]) -> list[tuple[str, list[str], list[str]]]:
+    """(block name, query tokens, key tokens) in model order: encoder self-attention layers,
+    then per decoder layer its self-attention and (encoder-decoder) cross-attention."""
+    out = []
+    if architecture != "decoder-only":
+        out += [(f"encoder.{i}.self", source_tokens, source_tokens) for i in range(n_encoder)]
+    if architecture != "encoder-only":
+        for i in range(n_decoder):
+            out.append((f"decoder.{i}.self", decoder_tokens, decoder_tokens))
+            if architecture == "encoder-decoder":
+                out.append((f"decoder.{i}.cross", decoder_tokens, source_tokens))
+    return out
+
+
+def record(run: Callable[[], Any], *, blocks=None, capture=CAPTURE_ALL,
+           ablate: dict[str, list[int]] | None = None, names: dict[int, str] | None = None,
+           reference: str | None = None) -> tuple[Any, Recorder]:
+    """Call ``run()`` with a fresh recorder: (its result, the recorder with the records)."""
+    keep = block_filter(blocks) or (lambda name: True)
+    rec = Recorder(keep=keep if capture else None,
+                   points=frozenset(p for p in capture or () if p in ("v", "z")),
+                   ablate=dict(ablate or {}), names=names or {}, reference=reference)
+    with recording(rec):
+        out = run()
+    return out, rec
+
+
+def blocks_from_records(rec: Recorder, layout: list[tuple[str, list[str], list[str]]],
+                        b: int = 0) -> dict[str, BlockTrace]:
+    """Lazy BlockTraces of batch row b for the recorded blocks of ``layout`` (last call)."""
+    out = {}
+    for name, q_tokens, k_tokens in layout:
+        calls = rec.records.get(name)
+        if not calls:
+            continue
+        source = HeadSource.from_record(calls[-1], b)
+        out[name] = BlockTrace.lazy(name, source, list(q_tokens), list(k_tokens))
+    return out
+
+
+def right_pad(seqs: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad id lists: ids (B, T) and attention_mask (B, T) with 1 = real token."""
+    width = max(len(s) for s in seqs)
+    ids = [list(s) + [pad_id] * (width - len(s)) for s in seqs]
+    att = [[1] * len(s) + [0] * (width - len(s)) for s in seqs]
+    return (torch.tensor(ids, dtype=torch.long, device=device),
+            torch.tensor(att, dtype=torch.long, device=device))
+
+
+def check_ablation(ablate: dict | None, heads: dict[str, int]) -> dict[str, list[int]] | None:
+    """Validate {block: [heads]} against {block: n_heads}; clean sorted lists, or None."""
+    from ..errors import InputError
+
+    if not ablate:
+        return None
+    spec = {}
+    for block, hs in ablate.items():
+        if block not in heads:
+            raise InputError(f"Cannot ablate {block!r}: this model's blocks are {list(heads)}.")
+        idx = sorted({int(h) for h in hs})
+        bad = [h for h in idx if not 0 <= h < heads[block]]
+        if bad:
+            raise InputError(f"{block!r} has heads 0..{heads[block] - 1}; no head {bad[0]}.")
+        if idx:
+            spec[block] = idx
+    return spec or None

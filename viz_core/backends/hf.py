@@ -1,15 +1,11 @@
-"""Backend for Hugging Face models: BERT/RoBERTa/DistilBERT/MiniLM, GPT-2, BART, T5, Marian.
+"""Backend for Hugging Face models: every family in viz_core.backends.families.
 
-A run fills the same AttentionTrace as the native backend:
-
-- ``pattern`` is the model's own ``output_attentions`` (loaded with ``attn_implementation=
-  "eager"``: SDPA returns no weights). transformers records those through hooks it installs
-  once and switches on per call with a ContextVar; we trigger that install at load time, before
-  the model is shared, so two threads never race on it.
-- ``scores``/``q``/``k``/``v``/``z`` (BERT family and GPT-2 only) are recomputed after the run
-  from ``output_hidden_states`` with each layer's own projections (see hf_arch.attention_qkv);
-  nothing is hooked or stored on a module per call.
-- head ablation: context-scoped pre-hooks on the output projections (see hf_arch).
+Models are loaded with attn_implementation="attention_lab" (viz_core.capture): each attention
+call goes through our function, which computes the output with SDPA and, when the running
+call records, keeps q, k, v after rotary embeddings, the model's real mask, T5's position bias
+and any softcap. A trace is built from those records lazily (viz_core.trace); head ablation
+goes through the same function. What differs between families is in their adapter
+(families.py); this module is the same for all of them.
 
 Tokenizers are never asked to truncate or pad (that mutates the shared Rust tokenizer); we
 truncate and pad the id lists ourselves.
@@ -17,79 +13,102 @@ truncate and pad the id lists ourselves.
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
+from ..capture import Recorder, recording
+from ..decoding.steppers import HFStepper
 from ..errors import InputError
-from ..trace import AttentionTrace, BlockTrace
-from .base import Backend, block_filter, to_numpy
-from .hf_arch import (
-    BYTE_LEVEL_FAMILIES,
-    KIND_OF_FAMILY,
-    SCORE_FAMILIES,
-    ablation,
-    attention_qkv,
-    decoder_layers,
-    encoder_layers,
-    install_ablation_hooks,
-    max_positions,
-    n_heads,
-    positional_table,
+from ..trace import AttentionTrace
+from .base import (
+    CAPTURE_ALL,
+    Backend,
+    block_layout,
+    blocks_from_records,
+    check_ablation,
+    record,
+    right_pad,
+    to_numpy,
 )
-from .hf_load import EXAMPLES, load_hf  # noqa: F401  (viz_core.loading calls hf.load_hf)
+from .families import Family
 from .hf_tokens import display_tokens, truncate_ids
 
-CAPTURE_ALL = ("q", "k", "v", "scores", "pattern", "z")
-INTERNALS = ("q", "k", "v", "scores", "z")
 DEFAULT_MAX_NEW = 20  # greedy continuation length of a decoder-only model
 
 # ---- the backend -----------------------------------------------------------------------
 class HFModel(Backend):
     """A loaded Hugging Face model; one instance serves every session (no per-call state)."""
 
-    def __init__(self, hf_model, tokenizer, family: str, name: str = "", path: str = "",
+    def __init__(self, hf_model, tokenizer, adapter: Family, name: str = "", path: str = "",
                  card: dict | None = None):
+        super().__init__()
         self.hf_model = hf_model.eval()
         self.tokenizer = tokenizer
-        self.family = family
-        self.kind = KIND_OF_FAMILY[family]
+        self.adapter = adapter
+        self.family = adapter.model_type
+        self.architecture = adapter.architecture
         self.name = name
         self.path = path
         self.device = next(hf_model.parameters()).device
-        self.byte_level = family in BYTE_LEVEL_FAMILIES
+        self.dtype = next(hf_model.parameters()).dtype
+        self.byte_level = adapter.byte_level
         cfg = hf_model.config
         self.pad_id = _first_int(tokenizer.pad_token_id, cfg.pad_token_id, tokenizer.eos_token_id,
                                  0)
         self.eos_id = _first_int(tokenizer.eos_token_id, getattr(cfg, "eos_token_id", None))
-        self.n_encoder_layers = len(encoder_layers(hf_model, family))
-        self.n_decoder_layers = len(decoder_layers(hf_model, family))
+        modules = adapter.block_modules(hf_model)
+        self.n_encoder_layers = sum(n.startswith("encoder.") for n in modules)
+        self.n_decoder_layers = sum(n.endswith(".self") and n.startswith("decoder.")
+                                    for n in modules)
+        # {id(attention module): block name (or the names of its successive calls)}
+        self.block_names: dict[int, str | list[str]] = {}
+        for block, module in modules.items():
+            prev = self.block_names.get(id(module))
+            if prev is None:
+                self.block_names[id(module)] = block
+            else:
+                self.block_names[id(module)] = [*([prev] if isinstance(prev, str) else prev),
+                                                block]
+        self._modules = modules  # keeps the ids above valid (static model structure)
+        self._heads = {block: _heads_of(m, cfg) for block, m in modules.items()}
+        self._kv_heads = _kv_heads_of(next(iter(modules.values())), cfg, self._heads)
         self.n_parameters = sum(p.numel() for p in hf_model.parameters())
         self.card = dict(card or {"name": name, "description": self._describe(),
-                                  "examples": list(EXAMPLES[family])})
-        self._heads = install_ablation_hooks(hf_model, family)
+                                  "examples": list(adapter.examples)})
         self._warm_up()
 
     def _describe(self) -> str:
         layers = self.n_encoder_layers or self.n_decoder_layers
-        return (f"{self.family} {self.kind} model ({layers} layers x "
-                f"{n_heads(self.hf_model.config)} heads)")
+        heads = next(iter(self._heads.values()), 0)
+        kv = f", {self._kv_heads} key/value heads" if self._kv_heads != heads else ""
+        return f"{self.family} {self.architecture} model ({layers} layers x {heads} heads{kv})"
 
     def _warm_up(self) -> None:
         """Settle shared state before the model is shared: normalise the tokenizer's
-        truncation/padding settings and let transformers install its output-recording hooks."""
+        truncation/padding settings and run one forward pass."""
         ids = self._tokenize("hello world", special=True)["input_ids"] or [self.pad_id]
         with torch.inference_mode():
             x = torch.tensor([ids], device=self.device)
             extra = {}
-            if self.kind == "encoder-decoder":
+            if self.architecture == "encoder-decoder":
                 extra["decoder_input_ids"] = torch.tensor(
                     [[self.hf_model.config.decoder_start_token_id]], device=self.device)
-            self.hf_model(input_ids=x, output_attentions=True, output_hidden_states=True,
-                          **extra)
+            self.hf_model(input_ids=x, **extra)
+
+    @property
+    def positional_kind(self) -> str:
+        return self.adapter.positional_kind
+
+    @property
+    def kv_heads(self) -> int:
+        return self._kv_heads
+
+    def special_token_mask(self, token_ids: list[int]) -> list[bool]:
+        special = set(getattr(self.tokenizer, "all_special_ids", []) or [])
+        return [int(i) in special for i in token_ids]
 
     @property
     def max_tokens(self) -> int:
-        limits = [max_positions(self.hf_model, self.family)]
+        limits = [self.adapter.max_positions(self.hf_model)]
         tok_max = getattr(self.tokenizer, "model_max_length", None)
         if isinstance(tok_max, int) and 0 < tok_max < 100_000:
             limits.append(tok_max)
@@ -99,12 +118,13 @@ class HFModel(Backend):
     def info(self) -> dict:
         cfg = self.hf_model.config
         return {**super().info(), "layers": self.n_encoder_layers or self.n_decoder_layers,
-                "decoder_layers": self.n_decoder_layers, "heads": n_heads(cfg),
+                "decoder_layers": self.n_decoder_layers,
+                "heads": next(iter(self._heads.values()), 0), "kv_heads": self._kv_heads,
                 "d_model": getattr(cfg, "hidden_size", None) or getattr(cfg, "d_model", None),
-                "parameters": self.n_parameters, "positional": positional_table(
-                    self.hf_model, self.family, 0)[1],
-                "scores": self.family in SCORE_FAMILIES, "path": self.path,
-                "max_tokens": self.max_tokens}
+                "parameters": self.n_parameters,
+                "positional": self.adapter.positional_table(self.hf_model, 0)[1],
+                "positional_kind": self.positional_kind, "path": self.path,
+                "dtype": str(self.dtype).removeprefix("torch."), "max_tokens": self.max_tokens}
 
     # ---- tokenisation -------------------------------------------------------------------
     def _tokenize(self, text: str, pair: str | None = None, special: bool = True) -> dict:
@@ -116,7 +136,7 @@ class HFModel(Backend):
                 "token_type_ids": list(enc["token_type_ids"]) if "token_type_ids" in enc
                 else None}
 
-    def _encode(self, text, what: str, room: int, warnings: list[str], pair=None,
+    def encode_text(self, text, what: str, room: int, warnings: list[str], pair=None,
                 special: bool = True) -> dict:
         for t, w in ((text, what), (pair, "second sentence")):
             if t is not None and (not isinstance(t, str) or not t.strip()):
@@ -149,35 +169,19 @@ class HFModel(Backend):
                     out.append(word)
         return out
 
-    def _shown(self, ids) -> list[str]:
+    def shown_tokens(self, ids) -> list[str]:
         return display_tokens(self.tokenizer, [int(i) for i in ids], self.byte_level)
 
-    # ---- ablation -----------------------------------------------------------------------
-    def _ablation_spec(self, ablate: dict | None) -> dict[str, list[int]] | None:
-        if not ablate:
-            return None
-        spec = {}
-        for block, heads in ablate.items():
-            if block not in self._heads:
-                raise InputError(f"Cannot ablate {block!r}: this model's blocks are "
-                                 f"{list(self._heads)}.")
-            idx = sorted({int(h) for h in heads})
-            bad = [h for h in idx if not 0 <= h < self._heads[block]]
-            if bad:
-                raise InputError(f"{block!r} has heads 0..{self._heads[block] - 1}; "
-                                 f"no head {bad[0]}.")
-            if idx:
-                spec[block] = idx
-        return spec or None
-
     # ---- decoding -----------------------------------------------------------------------
-    def _generate(self, ids: list[int], budget: int) -> list[int]:
+    def _generate(self, ids: list[int], budget: int, ablate=None) -> list[int]:
         """The model's own greedy output (num_beams=1, no sampling) as a list of ids."""
         x = torch.tensor([ids], device=self.device)
         kwargs = {"max_new_tokens": budget, "do_sample": False, "num_beams": 1}
         if self.hf_model.generation_config.pad_token_id is None:
             kwargs["pad_token_id"] = self.pad_id
-        seq = self.hf_model.generate(input_ids=x, attention_mask=torch.ones_like(x), **kwargs)
+        with recording(Recorder(ablate=ablate or {}, names=self.block_names)):
+            seq = self.hf_model.generate(input_ids=x, attention_mask=torch.ones_like(x),
+                                         **kwargs)
         return [int(t) for t in seq[0]]
 
     def _cut_at_eos(self, ids: list[int], start: int) -> list[int]:
@@ -187,91 +191,92 @@ class HFModel(Backend):
                 return ids[:i]
         return ids
 
-    def greedy(self, source: str, max_new: int | None = None) -> str:
-        return self.trace(source, capture=("pattern",), max_new=max_new).output_text
-
-    def beam_search(self, source: str, beam_size: int = 4, max_len: int = 32, **options):
-        from ..decoding import beam_search
-
-        return beam_search(self, source, beam_size=beam_size, max_len=max_len, **options)
+    def make_stepper(self, source: str, prefix: str | None, *, beams: int = 1,
+                     max_new: int = 32, length_penalty: float = 1.0, early_stopping=False,
+                     ablate: dict | None = None, warnings: list[str] | None = None):
+        warnings = warnings if warnings is not None else []
+        what = "prompt" if self.architecture == "decoder-only" else "input"
+        enc = self.encode_text(source, what, self.max_tokens, warnings)
+        ids = torch.tensor([enc["input_ids"]], dtype=torch.long)
+        prefix_ids = None
+        if prefix is not None and prefix.strip():
+            prefix_ids = self._tokenize(prefix, special=False)["input_ids"]
+        kind = "cross" if self.architecture == "encoder-decoder" else "self"
+        blocks = [f"decoder.{i}.{kind}" for i in range(self.n_decoder_layers)]
+        return HFStepper(self.hf_model, ids, tokenizer=self.tokenizer, prefix_ids=prefix_ids,
+                         max_new=max_new, beams=beams, length_penalty=length_penalty,
+                         early_stopping=early_stopping, warnings=warnings,
+                         display=self.shown_tokens, block_names=self.block_names,
+                         attention_blocks=blocks,
+                         ablate=check_ablation(ablate, self._heads))
 
     # ---- trace --------------------------------------------------------------------------
     @torch.inference_mode()
     def trace(self, source: str, target: str | None = None, *, pair: str | None = None,
               capture=CAPTURE_ALL, blocks=None, ablate: dict | None = None,
               max_new: int | None = None) -> AttentionTrace:
-        """Run the model once and return a fresh AttentionTrace (see the module docstring).
+        """Run the model once and return a fresh, lazy AttentionTrace.
 
-        pair: second sentence for BERT-family models (segment ids, one sequence with [SEP]);
-        capture: which of q, k, v, scores, z to keep besides the pattern (always kept);
+        pair: second sentence for encoder-only models (segment ids, one sequence with [SEP]);
+        capture: what to keep besides q and k ("v", "z"; patterns and scores need only q, k);
         blocks: predicate or list of block names/kinds (None = all);
         ablate: {"encoder.0.self": [heads]} heads whose output is zeroed in this call;
         max_new: greedy tokens to generate when there is no target.
         """
-        if pair is not None and self.kind != "encoder-only":
+        arch = self.architecture
+        if pair is not None and arch != "encoder-only":
             raise InputError("A second sentence (pair) only applies to encoder-only models.")
         warnings: list[str] = []
-        spec = self._ablation_spec(ablate)
+        spec = check_ablation(ablate, self._heads)
         room = self.max_tokens
-        with ablation(spec):
-            if self.kind == "encoder-only":
-                enc = self._encode(source, "input", room, warnings, pair=pair)
-                traces = self._run([enc], None, capture, blocks, spec)
-                src_words = [source, pair or ""]
-                out_ids, forced, prompt_len = [], True, 0
-            elif self.kind == "decoder-only":
-                enc = self._encode(source, "prompt", room, warnings)
-                prompt = enc["input_ids"]
-                prompt_len = len(prompt)
-                if target is not None and target.strip():
-                    t = self._encode(target, "target", max(room - prompt_len, 1), warnings,
+        forced = target is not None and bool(target.strip())
+        decs = source_ids = None
+        if arch == "encoder-only":
+            encs = [self.encode_text(source, "input", room, warnings, pair=pair)]
+            src_words = [source, pair or ""]
+        elif arch == "decoder-only":
+            prompt = self.encode_text(source, "prompt", room, warnings)["input_ids"]
+            if forced:
+                t = self.encode_text(target, "target", max(room - len(prompt), 1), warnings,
                                      special=False)["input_ids"]
-                    full, forced = (prompt + t)[:room], True
-                else:
-                    budget = room - prompt_len
-                    budget = min(budget, DEFAULT_MAX_NEW if max_new is None else int(max_new))
-                    full = self._generate(prompt, budget) if budget > 0 else list(prompt)
-                    full = prompt + self._cut_at_eos(full[prompt_len:], 0)
-                    forced = False
-                out_ids = full[prompt_len:]
-                src_words = [source, target or ""]
-                traces = self._run([{"input_ids": full, "special": None,
-                                     "token_type_ids": None}], None, capture, blocks, spec,
-                                   source_ids=[prompt])
+                full = (prompt + t)[:room]
             else:
-                enc = self._encode(source, "input", room, warnings)
-                start = int(self.hf_model.config.decoder_start_token_id)
-                dec_room = max_positions(self.hf_model, self.family) or room
-                if target is not None and target.strip():
-                    t = self._encode(target, "target", dec_room, warnings)["input_ids"]
-                    if t and t[-1] == self.eos_id:
-                        t = t[:-1]  # the decoder reads <start> y1..yn; eos is only predicted
-                    dec, forced = ([start] + t)[:dec_room], True
-                else:
-                    budget = dec_room - 1
-                    if max_new is None:
-                        budget = min(budget, 2 * len(enc["input_ids"]) + 10)
-                    else:
-                        budget = min(budget, int(max_new))
-                    dec = self._generate(enc["input_ids"], max(budget, 1))
-                    dec, forced = self._cut_at_eos(dec, 1), False
-                out_ids = dec[1:]
-                src_words = [source, target or ""]
-                traces = self._run([enc], [dec], capture, blocks, spec)
-        trace = traces[0]
+                budget = min(room - len(prompt),
+                             DEFAULT_MAX_NEW if max_new is None else int(max_new))
+                full = self._generate(prompt, budget, spec) if budget > 0 else list(prompt)
+                full = prompt + self._cut_at_eos(full[len(prompt):], 0)
+            encs = [{"input_ids": full, "special": None, "token_type_ids": None}]
+            source_ids = [prompt]
+            src_words = [source, target or ""]
+        else:
+            enc = self.encode_text(source, "input", room, warnings)
+            start = int(self.hf_model.config.decoder_start_token_id)
+            dec_room = self.adapter.max_positions(self.hf_model) or room
+            if forced:
+                t = self.encode_text(target, "target", dec_room, warnings)["input_ids"]
+                if t and t[-1] == self.eos_id:
+                    t = t[:-1]  # the decoder reads <start> y1..yn; eos is only predicted
+                dec = ([start] + t)[:dec_room]
+            else:
+                budget = dec_room - 1
+                budget = min(budget, 2 * len(enc["input_ids"]) + 10 if max_new is None
+                             else int(max_new))
+                dec = self._cut_at_eos(self._generate(enc["input_ids"], max(budget, 1), spec), 1)
+            encs, decs = [enc], [dec]
+            src_words = [source, target or ""]
+        traces, predicted = self._run(encs, decs, capture, blocks, spec, source_ids)
+        trace, predicted = traces[0], predicted[0]
         trace.warnings = warnings
         trace.unknown_words = self._unknown([w for w in src_words if w])
-        if self.kind == "decoder-only":
-            if forced:  # what the model predicts at each target position
-                predicted = trace.model_info.pop("_predicted")
-                out_ids = predicted[prompt_len - 1:len(predicted) - 1]
+        if arch == "decoder-only":
+            n_prompt = len(source_ids[0])
+            out_ids = (predicted[n_prompt - 1:len(predicted) - 1] if forced
+                       else encs[0]["input_ids"][n_prompt:])
             trace.output_text = self.tokenizer.decode(out_ids, skip_special_tokens=True)
-        elif self.kind == "encoder-decoder":
-            predicted = trace.model_info.pop("_predicted")
-            ids = predicted if forced else out_ids
+        elif arch == "encoder-decoder":
+            ids = predicted if forced else decs[0][1:]
             trace.output_text = self.tokenizer.decode(ids, skip_special_tokens=True)
-        trace.model_info.pop("_predicted", None)
-        return trace
+        return self._stamp(trace, source, target)
 
     @torch.inference_mode()
     def trace_batch(self, sources: list[str], targets: list[str] | None = None, *,
@@ -284,149 +289,104 @@ class HFModel(Backend):
         """
         if not sources:
             raise InputError("No inputs given.")
-        spec = self._ablation_spec(ablate)
+        spec = check_ablation(ablate, self._heads)
         room = self.max_tokens
         warnings: list[list[str]] = [[] for _ in sources]
-        with ablation(spec):
-            if self.kind == "encoder-decoder":
-                if targets is None or len(targets) != len(sources):
-                    raise InputError("An encoder-decoder batch needs one target per input.")
-                encs = [self._encode(s, "input", room, w) for s, w in zip(sources, warnings)]
-                start = int(self.hf_model.config.decoder_start_token_id)
-                decs = []
-                for t, w in zip(targets, warnings):
-                    ids = self._encode(t, "target", room, w)["input_ids"]
-                    decs.append([start] + (ids[:-1] if ids and ids[-1] == self.eos_id else ids))
-                traces = self._run(encs, decs, capture, blocks, spec)
-            else:
-                encs = []
-                for i, (s, w) in enumerate(zip(sources, warnings)):
-                    e = self._encode(s, "input", room, w)
-                    if targets is not None and self.kind == "decoder-only":
-                        t = self._encode(targets[i], "target", room, w, special=False)
-                        e = {"input_ids": (e["input_ids"] + t["input_ids"])[:room],
-                             "special": None, "token_type_ids": None}
-                    encs.append(e)
-                traces = self._run(encs, None, capture, blocks, spec)
+        decs = None
+        if self.architecture == "encoder-decoder":
+            if targets is None or len(targets) != len(sources):
+                raise InputError("An encoder-decoder batch needs one target per input.")
+            encs = [self.encode_text(s, "input", room, w) for s, w in zip(sources, warnings)]
+            start = int(self.hf_model.config.decoder_start_token_id)
+            decs = []
+            for t, w in zip(targets, warnings):
+                ids = self.encode_text(t, "target", room, w)["input_ids"]
+                decs.append([start] + (ids[:-1] if ids and ids[-1] == self.eos_id else ids))
+        else:
+            encs = []
+            for i, (s, w) in enumerate(zip(sources, warnings)):
+                e = self.encode_text(s, "input", room, w)
+                if targets is not None and self.architecture == "decoder-only":
+                    t = self.encode_text(targets[i], "target", room, w, special=False)
+                    e = {"input_ids": (e["input_ids"] + t["input_ids"])[:room],
+                         "special": None, "token_type_ids": None}
+                encs.append(e)
+        traces, _ = self._run(encs, decs, capture, blocks, spec)
         for tr, w in zip(traces, warnings):
             tr.warnings = w
-            tr.model_info.pop("_predicted", None)
+            self.device_budget.admit(tr)
         return traces
 
     # ---- one padded forward pass -> traces ----------------------------------------------
-    def _pad(self, seqs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Right-pad: ids (B, T) and attention_mask (B, T) with 1 = real token."""
-        width = max(len(s) for s in seqs)
-        ids = [s + [self.pad_id] * (width - len(s)) for s in seqs]
-        att = [[1] * len(s) + [0] * (width - len(s)) for s in seqs]
-        return (torch.tensor(ids, device=self.device),
-                torch.tensor(att, device=self.device))
+    def _inputs(self, encs: list[dict], decs: list[list[int]] | None) -> dict:
+        ids, att = right_pad([e["input_ids"] for e in encs], self.pad_id, self.device)
+        kwargs = {"input_ids": ids, "attention_mask": att}
+        types = [e.get("token_type_ids") for e in encs]
+        if all(t is not None for t in types) and self.adapter.token_types:
+            kwargs["token_type_ids"] = right_pad(types, 0, self.device)[0]
+        if decs is not None:
+            kwargs["decoder_input_ids"], kwargs["decoder_attention_mask"] = right_pad(
+                decs, self.pad_id, self.device)
+        return kwargs
 
     def _run(self, encs: list[dict], decs: list[list[int]] | None, capture, blocks, spec,
-             source_ids: list[list[int]] | None = None) -> list[AttentionTrace]:
-        points = set(capture or ()) | {"pattern"}
-        internals = self.family in SCORE_FAMILIES and bool(points & set(INTERNALS))
-        keep = block_filter(blocks)
-        ids, att = self._pad([e["input_ids"] for e in encs])
-        kwargs = {"output_attentions": True, "output_hidden_states": internals}
-        if self.family == "bert" and encs[0].get("token_type_ids") is not None:
-            width = ids.shape[1]
-            kwargs["token_type_ids"] = torch.tensor(
-                [e["token_type_ids"] + [0] * (width - len(e["token_type_ids"])) for e in encs],
-                device=self.device)
-        if decs is not None:
-            dec_ids, dec_att = self._pad(decs)
-            out = self.hf_model(input_ids=ids, attention_mask=att, decoder_input_ids=dec_ids,
-                                decoder_attention_mask=dec_att, **kwargs)
-        else:
-            dec_ids = dec_att = None
-            out = self.hf_model(input_ids=ids, attention_mask=att, **kwargs)
-
-        extra = self._internals(out, points, keep, spec) if internals else {}
+             source_ids: list[list[int]] | None = None
+             ) -> tuple[list[AttentionTrace], list[list[int]]]:
+        """One forward pass, recorded: (a lazy trace per row, its argmax prediction per
+        position; empty for encoder-only models)."""
+        kwargs = self._inputs(encs, decs)
+        out, rec = record(lambda: self.hf_model(**kwargs), blocks=blocks, capture=capture,
+                          ablate=spec, names=self.block_names)
+        ids = kwargs["input_ids"]
+        predicted = [[] for _ in encs]
+        if self.architecture != "encoder-only":
+            predicted = out.logits.argmax(-1).tolist()
         traces = []
         for b in range(ids.shape[0]):
-            src_tok = self._shown(ids[b].tolist())
-            src_pad = (att[b] == 0).cpu().numpy()
-            found: list[tuple] = []  # (name, attention tensor, mask, q tokens, k tokens)
-            if self.kind == "encoder-only":
-                enc_mask = np.broadcast_to(src_pad, (len(src_pad),) * 2).copy()
-                for i, a in enumerate(out.attentions):
-                    found.append((f"encoder.{i}.self", a, enc_mask, src_tok, src_tok))
-                dec_tok, predicted = [], []
-            elif self.kind == "decoder-only":
+            src_tok = self.shown_tokens(ids[b].tolist())
+            dec_tok = []
+            if self.architecture == "decoder-only":
                 dec_tok = src_tok
-                causal = np.triu(np.ones((len(src_pad),) * 2, dtype=bool), k=1)
-                mask = causal | src_pad[None, :]
-                for i, a in enumerate(out.attentions):
-                    found.append((f"decoder.{i}.self", a, mask, dec_tok, dec_tok))
-                predicted = out.logits[b].argmax(-1).tolist()
-            else:
-                enc_mask = np.broadcast_to(src_pad, (len(src_pad),) * 2).copy()
-                for i, a in enumerate(out.encoder_attentions):
-                    found.append((f"encoder.{i}.self", a, enc_mask, src_tok, src_tok))
-                dec_tok = self._shown(dec_ids[b].tolist())
-                dec_pad = (dec_att[b] == 0).cpu().numpy()
-                causal = np.triu(np.ones((len(dec_pad),) * 2, dtype=bool), k=1)
-                cross_mask = np.broadcast_to(src_pad, (len(dec_pad), len(src_pad))).copy()
-                for i, (a, c) in enumerate(zip(out.decoder_attentions, out.cross_attentions)):
-                    found.append((f"decoder.{i}.self", a, causal | dec_pad[None, :], dec_tok,
-                                  dec_tok))
-                    found.append((f"decoder.{i}.cross", c, cross_mask, dec_tok, src_tok))
-                predicted = out.logits[b].argmax(-1).tolist()
-
-            block_traces = {}
-            for name, a, mask, q_tok, k_tok in found:
-                if keep is not None and not keep(name):
-                    continue
-                pattern = a[b:b + 1]  # (1, H, Tq, Tk)
-                bt = BlockTrace(name=name, pattern=to_numpy(pattern[0]), scores=None, mask=mask,
-                                query_tokens=list(q_tok), key_tokens=list(k_tok))
-                for point, t in extra.get(name, {}).items():
-                    setattr(bt, point, to_numpy(t[b]))
-                block_traces[name] = bt
-
-            if self.kind == "decoder-only":
-                src_ids = source_ids[b] if source_ids else ids[b].tolist()
-                src_shown = self._shown(src_ids)
+                src_shown = self.shown_tokens(source_ids[b]) if source_ids else src_tok
             else:
                 src_shown = src_tok
-            n_pos = max(len(src_tok), len(dec_tok))
-            table, pos_kind, pos_note = positional_table(self.hf_model, self.family, n_pos)
+                if decs is not None:
+                    dec_tok = self.shown_tokens(kwargs["decoder_input_ids"][b].tolist())
+            layout = block_layout(self.architecture, self.n_encoder_layers,
+                                  self.n_decoder_layers, src_tok, dec_tok)
+            table, note = self.adapter.positional_table(self.hf_model,
+                                                        max(len(src_tok), len(dec_tok)))
             traces.append(AttentionTrace(
-                block_traces=block_traces,
+                block_traces=blocks_from_records(rec, layout, b),
                 positional=None if table is None else to_numpy(table),
                 source_tokens=src_shown, target_tokens=list(dec_tok),
-                output_tokens=self._shown(predicted) if predicted else [],
-                positional_kind=pos_kind, positional_note=pos_note,
-                model_info={**self.info(), "_predicted": predicted}))
-        return traces
+                output_tokens=self.shown_tokens(predicted[b]) if predicted[b] else [],
+                positional_kind=self.positional_kind, positional_note=note,
+                model_info=self.info()))
+        return traces, predicted
 
+    # ---- faithfulness -------------------------------------------------------------------
+    @torch.inference_mode()
+    def _reference_outputs(self, source, target):
+        """Logits (last hidden state for encoder-only models) of a recorded run against
+        the same input through transformers' own attention function, untouched."""
+        warnings: list[str] = []
+        enc = self.encode_text(source, "input", self.max_tokens, warnings)
+        decs = None
+        if self.architecture == "encoder-decoder":
+            start = int(self.hf_model.config.decoder_start_token_id)
+            text = target if target and target.strip() else source
+            t = self.encode_text(text, "target", self.max_tokens, warnings)["input_ids"]
+            decs = [[start] + t]
+        kwargs = self._inputs([enc], decs)
 
-    def _internals(self, out, points: set[str], keep, spec) -> dict[str, dict]:
-        """{block: {point: tensor (B, H, ...)}} for the requested q, k, v, scores, z only,
-        recomputed for the whole batch at once, one layer at a time (self-attention stacks
-        of the SCORE_FAMILIES, whose blocks are ``{stack}.{i}.self``)."""
-        stack = "encoder" if self.kind == "encoder-only" else "decoder"
-        need = {p for p in ("q", "k", "v") if p in points}
-        need |= {"q", "k"} if "scores" in points else set()
-        need |= {"v"} if "z" in points else set()
-        found = {}
-        for i, attn in enumerate(out.attentions):
-            name = f"{stack}.{i}.self"
-            if keep is not None and not keep(name):
-                continue
-            q, k, v, scale = attention_qkv(self.hf_model, self.family, i,
-                                           out.hidden_states[i], need)
-            parts = {p: t for p, t in (("q", q), ("k", k), ("v", v)) if p in points}
-            if "scores" in points:
-                parts["scores"] = (q @ k.transpose(-1, -2)).mul_(scale)  # (B, H, Tq, Tk)
-            if "z" in points:
-                z = attn.to(v.dtype) @ v  # (B, H, Tq, dh): each head's output
-                if spec and name in spec:
-                    z[:, spec[name]] = 0  # as the ablation hook zeroes them downstream
-                parts["z"] = z
-            found[name] = parts
-        return found
+        def run():
+            out = self.hf_model(**kwargs)
+            return out.logits if self.architecture != "encoder-only" else out.last_hidden_state
+        traced, _ = record(run, names=self.block_names)
+        reference, _ = record(run, capture=(), names=self.block_names, reference="transformers")
+        n = len(enc["input_ids"]) + (len(decs[0]) if decs else 0)
+        return traced, reference, n
 
 
 # ---- helpers ---------------------------------------------------------------------------
@@ -437,3 +397,24 @@ def _first_int(*values) -> int | None:
         if isinstance(v, (list, tuple)) and v and isinstance(v[0], int):
             return v[0]
     return None
+
+
+def _heads_of(module, cfg) -> int:
+    """Query heads of one attention module (from the module, else from the config)."""
+    for obj in (module, cfg):
+        for attr in ("num_heads", "n_heads", "num_attention_heads", "n_head",
+                     "encoder_attention_heads"):
+            value = getattr(obj, attr, None)
+            if isinstance(value, int) and value > 0:
+                return value
+    raise ValueError("cannot tell the number of heads")
+
+
+def _kv_heads_of(module, cfg, heads: dict[str, int]) -> int:
+    """Key/value heads (grouped-query attention); == heads for plain multi-head."""
+    n = next(iter(heads.values()), 0)
+    group = getattr(module, "num_key_value_groups", None)
+    if isinstance(group, int) and group > 1:
+        return n // group
+    value = getattr(cfg, "num_key_value_heads", None)
+    return int(value) if isinstance(value, int) and value > 0 else n

@@ -4,20 +4,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import torch
 
-from ..device import pick_device
+from ..capture import Recorder, last_query_pattern, recording
+from ..decoding.greedy import greedy_batch
+from ..device import pick_device, pick_dtype
 from ..errors import InputError
 from ..model.checkpoint import load_checkpoint
-from ..model.hooks import Hooks, ablate_heads
-from ..model.masks import causal_mask
 from ..model.transformer import DecoderCache, Transformer
 from ..tokenizer import BOS, EOS, Vocab
-from ..trace import AttentionTrace
-from .base import Backend, block_filter, blocks_from_cache, to_numpy
-
-CAPTURE_ALL = ("q", "k", "v", "scores", "pattern", "z")
+from ..trace import AttentionTrace, to_numpy
+from .base import (
+    CAPTURE_ALL,
+    Backend,
+    block_layout,
+    blocks_from_records,
+    check_ablation,
+    record,
+    right_pad,
+)
 
 
 class NativeModel(Backend):
@@ -25,34 +30,52 @@ class NativeModel(Backend):
 
     def __init__(self, model: Transformer, vocabs: dict[str, Vocab], card: dict | None = None,
                  name: str = "", path: str | Path | None = None):
+        super().__init__()
         self.model = model.eval()
         self.cfg = model.cfg
-        self.kind = self.cfg.kind
+        self.architecture = self.cfg.kind
         self.src_vocab = vocabs.get("source")
         self.tgt_vocab = vocabs.get("target")
         self.card = dict(card or {})
         self.name = name or self.card.get("name", "")
         self.path = None if path is None else str(path)
         self.device = next(model.parameters()).device
+        self.dtype = next(model.parameters()).dtype
         self._n_params = sum(p.numel() for p in model.parameters())  # info() on every trace
+        self._heads = {name: self.cfg.n_heads for name, _, _ in
+                       block_layout(self.architecture, self.cfg.n_layers,
+                                    self.cfg.n_decoder_layers, [], [])}
 
     @classmethod
-    def from_dir(cls, path: str | Path, device="auto", name: str = "") -> NativeModel:
-        model, vocabs, card = load_checkpoint(path, pick_device(device))
+    def from_dir(cls, path: str | Path, device="auto", name: str = "",
+                 dtype="auto") -> NativeModel:
+        dev = pick_device(device)
+        model, vocabs, card = load_checkpoint(path, dev)
+        model.to(pick_dtype(dtype, dev))
         return cls(model, vocabs, card, name=name or Path(path).name, path=path)
 
     @property
     def max_tokens(self) -> int:
         return self.cfg.max_len
 
+    @property
+    def positional_kind(self) -> str:
+        return self.cfg.positional
+
     def info(self) -> dict:
-        n_params = self._n_params
         return {**super().info(), "layers": self.cfg.n_layers, "decoder_layers":
-                self.cfg.n_decoder_layers, "heads": self.cfg.n_heads, "d_model":
-                self.cfg.d_model, "parameters": n_params, "positional": self.cfg.positional}
+                self.cfg.n_decoder_layers, "heads": self.cfg.n_heads,
+                "kv_heads": self.cfg.n_heads, "d_model": self.cfg.d_model,
+                "parameters": self._n_params, "positional": self.cfg.positional,
+                "dtype": str(self.dtype).removeprefix("torch."), "max_tokens": self.max_tokens}
+
+    def special_token_mask(self, token_ids: list[int]) -> list[bool]:
+        special = {self.cfg.pad_id, self.cfg.bos_id, self.cfg.eos_id}
+        return [int(i) in special for i in token_ids]
 
     # ---- tokenisation -------------------------------------------------------------------
-    def _encode(self, vocab: Vocab, text: str, room: int, warnings: list[str], what: str):
+    def encode_text(self, vocab: Vocab, text: str, room: int, warnings: list[str], what: str):
+        """(ids, shown tokens, unknown words), cut to ``room`` tokens with a warning."""
         if not isinstance(text, str) or not text.strip():
             raise InputError(f"The {what} is empty: type some text.")
         ids, shown, unknown = vocab.encode(text)
@@ -67,113 +90,114 @@ class NativeModel(Backend):
     def _tensor(self, ids: list[int]) -> torch.Tensor:
         return torch.tensor([ids], dtype=torch.long, device=self.device)
 
-    # ---- decoding -----------------------------------------------------------------------
-    @torch.inference_mode()
-    def _greedy(self, src: torch.Tensor | None, prefix: list[int], max_new: int,
-                hooks: Hooks | None) -> list[int]:
-        """Greedy continuation after prefix (which starts with <bos>), using a KV cache."""
-        memory = self.model.encode(src, hooks) if src is not None else None
-        cache, out = DecoderCache(), []
-        step_in = self._tensor(prefix)
-        for _ in range(max_new):
-            logits = self.model.decode(step_in, memory, src, hooks, cache)
-            nxt = int(logits[0, -1].argmax())
-            out.append(nxt)
-            if nxt == self.cfg.eos_id or len(prefix) + len(out) >= self.cfg.max_len:
-                break
-            step_in = self._tensor([nxt])
-        return out
+    def _shown(self, vocab: Vocab, ids) -> list[str]:
+        return [vocab.display(vocab.tokens[int(i)]) for i in ids]
 
-    def greedy(self, source: str, max_new: int | None = None) -> str:
-        return self.trace(source, capture=("pattern",)).output_text
+    # ---- decoding -----------------------------------------------------------------------
+    def make_stepper(self, source: str, prefix: str | None, *, beams: int = 1,
+                     max_new: int = 32, length_penalty: float = 1.0, early_stopping=False,
+                     ablate: dict | None = None, warnings: list[str] | None = None):
+        return NativeStepper(self, source, prefix, check_ablation(ablate, self._heads),
+                             warnings if warnings is not None else [])
 
     # ---- trace --------------------------------------------------------------------------
     @torch.inference_mode()
     def trace(self, source: str, target: str | None = None, *, capture=CAPTURE_ALL,
               blocks=None, ablate: dict | None = None, max_new: int | None = None
               ) -> AttentionTrace:
-        """Run the model once with hooks and return a fresh AttentionTrace.
+        """Run the model once and return a fresh, lazy AttentionTrace.
 
-        capture: hook points to keep (drop "q", "k", "v", "z", "scores" for long inputs);
+        capture: what to keep besides q and k ("v", "z"; patterns and scores need only q, k);
         blocks: predicate or list of block names/kinds to capture (None = all);
-        ablate: {"encoder.0.self": [heads]} heads whose output is zeroed in this call.
+        ablate: {"encoder.0.self": [heads]} heads whose output is zeroed in this call;
+        max_new: greedy tokens to generate when there is no target.
         """
         cfg, warnings = self.cfg, []
-        interventions = ablate_heads(ablate or {})
-        run_hooks = Hooks(capture, block_filter(blocks), interventions)
-        gen_hooks = Hooks((), None, interventions) if interventions else None
-        src = None
-        src_tokens: list[str] = []
-        unknown: list[str] = []
-        names: list[str] = []
-        masks: dict[str, np.ndarray] = {}
-        tok: dict[str, tuple[list[str], list[str]]] = {}
-
+        spec = check_ablation(ablate, self._heads)
+        src, src_tokens, unknown = None, [], []
         if cfg.has_encoder:
-            ids, src_tokens, unknown = self._encode(self.src_vocab, source, cfg.max_len - 1,
-                                                    warnings, "input")
+            ids, src_tokens, unknown = self.encode_text(self.src_vocab, source,
+                                                        cfg.max_len - 1, warnings, "input")
             src_tokens = src_tokens + [EOS]
             src = self._tensor(ids + [cfg.eos_id])
-            for i in range(cfg.n_layers):
-                names.append(f"encoder.{i}.self")
-                masks[names[-1]] = np.zeros((len(src_tokens),) * 2, dtype=bool)
-                tok[names[-1]] = (src_tokens, src_tokens)
         if not cfg.has_decoder:
-            self.model.encode(src, run_hooks)
-            return self._finish(run_hooks, names, masks, tok, src_tokens, [], [], "", unknown,
-                                warnings)
+            _, rec = record(lambda: self.model.encode(src), blocks=blocks, capture=capture,
+                            ablate=spec)
+            return self._finish(rec, src_tokens, [], [], "", unknown, warnings, source, target)
 
         # decoder input: <bos> + (prompt) + target-or-greedy-output
         prefix = [cfg.bos_id]
         if cfg.kind == "decoder-only":
-            ids, src_tokens, unknown = self._encode(self.tgt_vocab, source, cfg.max_len - 1,
-                                                    warnings, "prompt")
+            ids, src_tokens, unknown = self.encode_text(self.tgt_vocab, source,
+                                                        cfg.max_len - 1, warnings, "prompt")
             prefix += ids
         room = cfg.max_len - len(prefix)
         if target is not None and target.strip():
-            t_ids, _, t_unknown = self._encode(self.tgt_vocab, target, room, warnings, "target")
+            t_ids, _, t_unknown = self.encode_text(self.tgt_vocab, target, room, warnings,
+                                                   "target")
             unknown += [w for w in t_unknown if w not in unknown]
             generated, forced = t_ids, True
         else:
             budget = room if max_new is None else min(room, max_new)
             if cfg.kind == "encoder-decoder" and max_new is None:
                 budget = min(room, 2 * src.shape[1] + 10)
-            generated = self._greedy(src, prefix, budget, gen_hooks) if budget > 0 else []
+            generated = []
+            if budget > 0:
+                with recording(Recorder(ablate=spec or {})):  # ablation applies here too
+                    generated = greedy_batch(self.model, None if src is None else
+                                             [src[0].tolist()], [prefix], budget)[0]
             forced = False
-        dec_in = prefix + [t for t in generated if t != cfg.eos_id]
-        dec_in = dec_in[: cfg.max_len]
-        dec_tokens = [self.tgt_vocab.display(self.tgt_vocab.tokens[i]) for i in dec_in]
+        dec_in = (prefix + [t for t in generated if t != cfg.eos_id])[: cfg.max_len]
+        dec_tokens = self._shown(self.tgt_vocab, dec_in)
         dec_tokens[0] = BOS
 
-        memory = self.model.encode(src, run_hooks) if src is not None else None
-        logits = self.model.decode(self._tensor(dec_in), memory, src, run_hooks)
+        def run():
+            memory = self.model.encode(src) if src is not None else None
+            return self.model.decode(self._tensor(dec_in), memory, src)
+
+        logits, rec = record(run, blocks=blocks, capture=capture, ablate=spec)
         predicted = logits[0].argmax(-1).tolist()
-        T = len(dec_in)
-        causal = causal_mask(T).numpy()
-        for i in range(cfg.n_decoder_layers):
-            names.append(f"decoder.{i}.self")
-            masks[names[-1]], tok[names[-1]] = causal, (dec_tokens, dec_tokens)
-            if cfg.kind == "encoder-decoder":
-                names.append(f"decoder.{i}.cross")
-                masks[names[-1]] = np.zeros((T, len(src_tokens)), dtype=bool)
-                tok[names[-1]] = (dec_tokens, src_tokens)
         out_ids = generated if not forced else predicted
-        output_tokens = [self.tgt_vocab.display(self.tgt_vocab.tokens[i]) for i in predicted]
+        output_tokens = self._shown(self.tgt_vocab, predicted)
         output_text = self.tgt_vocab.decode(out_ids)
         if cfg.kind == "decoder-only" and not forced:
             output_text = self.tgt_vocab.decode(generated)
-        return self._finish(run_hooks, names, masks, tok, src_tokens, dec_tokens, output_tokens,
-                            output_text, unknown, warnings)
+        return self._finish(rec, src_tokens, dec_tokens, output_tokens, output_text, unknown,
+                            warnings, source, target)
 
-    def _finish(self, hooks, names, masks, tok, src_tokens, dec_tokens, output_tokens,
-                output_text, unknown, warnings) -> AttentionTrace:
+    def _finish(self, rec, src_tokens, dec_tokens, output_tokens, output_text, unknown,
+                warnings, source, target) -> AttentionTrace:
+        cfg = self.cfg
+        layout = block_layout(self.architecture, cfg.n_layers, cfg.n_decoder_layers,
+                              src_tokens, dec_tokens)
         n_pos = max(len(src_tokens), len(dec_tokens))
-        return AttentionTrace(
-            block_traces=blocks_from_cache(hooks.cache, names, masks, tok),
+        trace = AttentionTrace(
+            block_traces=blocks_from_records(rec, layout),
             positional=to_numpy(self.model.positions.table[:n_pos]),
             source_tokens=src_tokens, target_tokens=dec_tokens, output_tokens=output_tokens,
             output_text=output_text, positional_kind=self.cfg.positional,
             unknown_words=unknown, warnings=warnings, model_info=self.info())
+        return self._stamp(trace, source, target)
+
+    @torch.inference_mode()
+    def _reference_outputs(self, source, target):
+        """Teacher-forced logits (encoder states for encoder-only) with the SDPA kernel,
+        against the written-out formula softmax(QK^T/sqrt(d_k))V in every block."""
+        cfg, warnings = self.cfg, []
+        src = dec = None
+        if cfg.has_encoder:
+            ids, _, _ = self.encode_text(self.src_vocab, source, cfg.max_len - 1, warnings,
+                                         "input")
+            src = self._tensor(ids + [cfg.eos_id])
+        if cfg.has_decoder:
+            text = source if cfg.kind == "decoder-only" else (target or source)
+            vocab = self.tgt_vocab
+            ids, _, _ = self.encode_text(vocab, text, cfg.max_len - 1, warnings, "input")
+            dec = self._tensor([cfg.bos_id] + ids)
+        traced, _ = record(lambda: self.model(src, dec))
+        reference, _ = record(lambda: self.model(src, dec), capture=(), reference="explicit")
+        n = (0 if src is None else src.shape[1]) + (0 if dec is None else dec.shape[1])
+        return traced, reference, n
 
     @torch.inference_mode()
     def trace_batch(self, sources: list[str], targets: list[str] | None = None, *,
@@ -190,67 +214,115 @@ class NativeModel(Backend):
             raise InputError("No inputs given.")
         if cfg.kind == "encoder-decoder" and (targets is None or len(targets) != len(sources)):
             raise InputError("An encoder-decoder batch needs one target per input.")
+        spec = check_ablation(ablate, self._heads)
         warnings: list[list[str]] = [[] for _ in sources]
         unknown: list[list[str]] = [[] for _ in sources]
-
-        def pad(rows: list[list[int]]) -> torch.Tensor:
-            width = max(len(r) for r in rows)
-            return torch.tensor([r + [cfg.pad_id] * (width - len(r)) for r in rows],
-                                dtype=torch.long, device=self.device)
-
         src = dec = None
         if cfg.has_encoder:
             rows = []
             for i, text in enumerate(sources):
-                ids, _, unknown[i] = self._encode(self.src_vocab, text, cfg.max_len - 1,
-                                                  warnings[i], "input")
+                ids, _, unknown[i] = self.encode_text(self.src_vocab, text, cfg.max_len - 1,
+                                                      warnings[i], "input")
                 rows.append(ids + [cfg.eos_id])
-            src = pad(rows)
+            src = right_pad(rows, cfg.pad_id, self.device)[0]
         if cfg.has_decoder:
             texts = targets if cfg.kind == "encoder-decoder" else sources
             what = "target" if cfg.kind == "encoder-decoder" else "prompt"
             rows = []
             for i, text in enumerate(texts):
-                ids, _, unk = self._encode(self.tgt_vocab, text, cfg.max_len - 1, warnings[i],
-                                           what)
+                ids, _, unk = self.encode_text(self.tgt_vocab, text, cfg.max_len - 1,
+                                               warnings[i], what)
                 unknown[i] += [w for w in unk if w not in unknown[i]]
                 rows.append([cfg.bos_id] + ids)
-            dec = pad(rows)
-        hooks = Hooks(capture, block_filter(blocks), ablate_heads(ablate or {}))
-        self.model(src, dec, hooks)
-
-        def shown(vocab: Vocab, ids: torch.Tensor) -> list[str]:
-            return [vocab.display(vocab.tokens[i]) for i in ids.tolist()]
-
+            dec = right_pad(rows, cfg.pad_id, self.device)[0]
+        _, rec = record(lambda: self.model(src, dec), blocks=blocks, capture=capture,
+                        ablate=spec)
         traces = []
         for i in range(len(sources)):
-            names, masks, tok = [], {}, {}
-            s_tok = shown(self.src_vocab, src[i]) if src is not None else []
-            d_tok = shown(self.tgt_vocab, dec[i]) if dec is not None else []
-            s_pad = (src[i] == cfg.pad_id).cpu().numpy() if src is not None else None
-            d_pad = (dec[i] == cfg.pad_id).cpu().numpy() if dec is not None else None
-            for j in range(cfg.n_layers if cfg.has_encoder else 0):
-                names.append(f"encoder.{j}.self")
-                masks[names[-1]] = np.broadcast_to(s_pad, (len(s_tok), len(s_tok))).copy()
-                tok[names[-1]] = (s_tok, s_tok)
-            for j in range(cfg.n_decoder_layers if cfg.has_decoder else 0):
-                names.append(f"decoder.{j}.self")
-                masks[names[-1]] = causal_mask(len(d_tok)).numpy() | d_pad[None, :]
-                tok[names[-1]] = (d_tok, d_tok)
-                if cfg.kind == "encoder-decoder":
-                    names.append(f"decoder.{j}.cross")
-                    masks[names[-1]] = np.broadcast_to(s_pad, (len(d_tok), len(s_tok))).copy()
-                    tok[names[-1]] = (d_tok, s_tok)
-            one = {k: v[i:i + 1] for k, v in hooks.cache.items()}
+            s_tok = self._shown(self.src_vocab, src[i]) if src is not None else []
+            d_tok = self._shown(self.tgt_vocab, dec[i]) if dec is not None else []
+            layout = block_layout(self.architecture, cfg.n_layers, cfg.n_decoder_layers,
+                                  s_tok, d_tok)
             traces.append(AttentionTrace(
-                block_traces=blocks_from_cache(one, names, masks, tok),
+                block_traces=blocks_from_records(rec, layout, i),
                 positional=to_numpy(self.model.positions.table[:max(len(s_tok), len(d_tok))]),
                 source_tokens=s_tok if cfg.has_encoder else d_tok[1:], target_tokens=d_tok,
                 positional_kind=cfg.positional, unknown_words=unknown[i],
                 warnings=warnings[i], model_info=self.info()))
+            self.device_budget.admit(traces[-1])
         return traces
 
-    def beam_search(self, source: str, beam_size: int = 4, max_len: int = 32, **options):
-        from ..decoding import beam_search
 
-        return beam_search(self, source, beam_size=beam_size, max_len=max_len, **options)
+class NativeStepper:
+    """One search over our own Transformer: encoder once, a DecoderCache, and the attention
+    of the newest position read from the recorded q and k (viz_core.decoding.Stepper)."""
+
+    def __init__(self, backend: NativeModel, source: str, prefix_text: str | None,
+                 ablate: dict[str, list[int]] | None, warnings: list[str]):
+        cfg = backend.cfg
+        self.model = backend.model
+        self.vocab = backend.tgt_vocab
+        self.device = backend.device
+        self.eos_ids = (cfg.eos_id,)
+        self.special_ids = {cfg.pad_id, cfg.bos_id, cfg.eos_id}
+        self.processors: list[str] = []
+        self.ablate = ablate or {}
+        self.src = None
+        if cfg.kind == "encoder-decoder":
+            ids, shown, _ = backend.encode_text(backend.src_vocab, source, cfg.max_len - 1,
+                                                warnings, "input")
+            self.source_tokens = shown + [EOS]
+            self.src = backend._tensor(ids + [cfg.eos_id])  # (1, S)
+            self.start_ids = [cfg.bos_id]
+            self.attention_kind = "cross"
+            self.attention_keys = list(self.source_tokens)
+            self.root_token = BOS
+        elif cfg.kind == "decoder-only":
+            ids, shown, _ = backend.encode_text(self.vocab, source, cfg.max_len - 1, warnings,
+                                                "prompt")
+            self.source_tokens = shown
+            self.start_ids = [cfg.bos_id] + ids
+            self.attention_kind = "self"
+            self.attention_keys = [BOS] + shown
+            self.root_token = " ".join(shown)
+        else:
+            raise InputError("This model has no decoder: it cannot generate text.")
+        self.room = cfg.max_len - len(self.start_ids)
+        self.prefix_ids: list[int] = []
+        if prefix_text is not None and prefix_text.strip():
+            self.prefix_ids, _, _ = self.vocab.encode(prefix_text)
+        self.names = [f"decoder.{i}.{self.attention_kind}" for i in range(cfg.n_decoder_layers)]
+
+    @torch.inference_mode()
+    def start(self, beams: int) -> dict:
+        memory = src = None
+        if self.src is not None:
+            with recording(Recorder(ablate=self.ablate)):
+                memory = self.model.encode(self.src)  # (1, S, d)
+            memory = memory.expand(beams, -1, -1)  # (B, S, d): one encoder pass for all beams
+            src = self.src.expand(beams, -1)
+        return {"cache": DecoderCache(), "memory": memory, "src": src, "fed": 0}
+
+    @torch.inference_mode()
+    def step(self, state: dict, seqs: torch.Tensor):
+        new = seqs[:, state["fed"]:]  # (B, T_new)
+        wanted = set(self.names)
+        rec = Recorder(keep=lambda name: name in wanted, ablate=self.ablate)
+        with recording(rec):
+            logits = self.model.decode(new, state["memory"], state["src"], state["cache"])
+        logprobs = torch.log_softmax(logits[:, -1].float(), dim=-1)  # (B, V)
+        attention = torch.stack([last_query_pattern(rec.records[n][-1])  # (B, layers, H, keys)
+                                 for n in self.names], dim=1)
+        state["fed"] = seqs.shape[1]
+        return logprobs, attention, state
+
+    def reorder(self, state: dict, index: torch.Tensor) -> dict:
+        state["cache"] = state["cache"].reorder(index)
+        return state
+
+    def token_strings(self, ids: list[int]) -> list[str]:
+        toks = self.vocab.tokens
+        return [self.vocab.display(toks[i]) for i in ids]
+
+    def decode(self, ids: list[int]) -> str:
+        return self.vocab.decode(ids)

@@ -13,10 +13,10 @@ import math
 from ..beam_tree import BeamTree
 from ..errors import InputError
 from .search import NEG, attention_key_labels, make_tree, run_search
-from .steppers import HFStepper, NativeStepper, Stepper, hf_stepper_for
+from .steppers import HFStepper, Stepper
 
-__all__ = ["NEG", "HFStepper", "NativeStepper", "Stepper", "attention_key_labels", "beam_search",
-           "run_search", "search_with"]
+__all__ = ["NEG", "HFStepper", "Stepper", "attention_key_labels", "beam_search", "run_search",
+           "search_with"]
 
 MAX_BEAM, MAX_LEN = 16, 256
 
@@ -44,7 +44,7 @@ def beam_search(model, source: str, beam_size: int = 4, max_len: int = 32,
                 length_penalty: float = 1.0, early_stopping: bool | str = False,
                 num_return: int | None = None, prefix: str | None = None,
                 ablate: dict | None = None) -> BeamTree:
-    """Beam search over a native or Hugging Face backend, recording every candidate.
+    """Beam search over any backend (through its ``make_stepper``), recording every candidate.
 
     source: the input (encoder-decoder) or the prompt (decoder-only; hypotheses hold only
     the continuation). max_len: most generated tokens, EOS and forced prefix included.
@@ -55,16 +55,13 @@ def beam_search(model, source: str, beam_size: int = 4, max_len: int = 32,
     num_return = _check(beam_size, max_len, num_return, length_penalty, early_stopping)
     if not isinstance(source, str) or not source.strip():
         raise InputError("The input is empty: type some text.")
-    if getattr(model, "kind", None) == "encoder-only":
+    if not model.can_generate:
         raise InputError("This model has no decoder: it cannot generate text.")
     warnings: list[str] = []
-    if hasattr(model, "hf_model"):
-        stepper = hf_stepper_for(model, source, prefix, max_new=max_len, beams=beam_size,
+    stepper = model.make_stepper(source, prefix, beams=beam_size, max_new=max_len,
                                  length_penalty=float(length_penalty),
                                  early_stopping=early_stopping, ablate=ablate,
                                  warnings=warnings)
-    else:
-        stepper = NativeStepper(model, source, prefix, ablate, warnings)
     settings = {"beam_size": beam_size, "max_len": max_len, "length_penalty": length_penalty,
                 "early_stopping": early_stopping, "num_return": num_return, "prefix": prefix,
                 "ablate": {k: sorted(int(h) for h in v) for k, v in (ablate or {}).items()},

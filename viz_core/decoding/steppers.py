@@ -1,7 +1,7 @@
 """Steppers: one decoding step of a model, for every live beam at once.
 
 The beam search (search.py) is written once against the small `Stepper` interface below;
-each backend provides one stepper that owns the model-specific parts: encoding the source
+each backend's ``make_stepper`` provides one stepper that owns the model-specific parts: encoding the source
 once, the key/value cache, reordering it when beams are re-ranked, and reading the attention
 of the newest position.
 
@@ -11,17 +11,13 @@ never stores anything on the (shared) model.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 from collections.abc import Callable
 from typing import Any, Protocol
 
 import torch
 
-from ..errors import InputError
-from ..model.hooks import Hooks, ablate_heads
-from ..model.transformer import DecoderCache
-from ..tokenizer import BOS, EOS
+from ..capture import Recorder, last_query_pattern, recording
 
 
 class Stepper(Protocol):
@@ -55,91 +51,16 @@ class Stepper(Protocol):
         ...
 
 
-def _stack_last(patterns: list[torch.Tensor]) -> torch.Tensor:
-    """Per-layer (B, H, Tq, Tk) -> (B, layers, H, Tk) attention of the last query."""
-    return torch.stack([p[:, :, -1, :] for p in patterns], dim=1).float()
-
-
-# ---------------------------------------------------------------------------------------
-class NativeStepper:
-    """Our own Transformer (viz_core.model): encoder once, DecoderCache, Hooks capture."""
-
-    def __init__(self, backend, source: str, prefix_text: str | None, ablate: dict | None,
-                 warnings: list[str]):
-        self.backend = backend
-        cfg = backend.cfg
-        self.model = backend.model
-        self.vocab = backend.tgt_vocab
-        self.device = backend.device
-        self.eos_ids = (cfg.eos_id,)
-        self.special_ids = {cfg.pad_id, cfg.bos_id, cfg.eos_id}
-        self.processors: list[str] = []
-        interventions = ablate_heads(ablate or {})
-        self.src = None
-        if cfg.kind == "encoder-decoder":
-            ids, shown, _ = backend._encode(backend.src_vocab, source, cfg.max_len - 1,
-                                            warnings, "input")
-            self.source_tokens = shown + [EOS]
-            self.src = backend._tensor(ids + [cfg.eos_id])  # (1, S)
-            self.start_ids = [cfg.bos_id]
-            self.attention_kind = "cross"
-            self.attention_keys = list(self.source_tokens)
-            self.root_token = BOS
-        elif cfg.kind == "decoder-only":
-            ids, shown, _ = backend._encode(self.vocab, source, cfg.max_len - 1, warnings,
-                                            "prompt")
-            self.source_tokens = shown
-            self.start_ids = [cfg.bos_id] + ids
-            self.attention_kind = "self"
-            self.attention_keys = [BOS] + shown
-            self.root_token = " ".join(shown)
-        else:
-            raise InputError("This model has no decoder: it cannot generate text.")
-        self.room = cfg.max_len - len(self.start_ids)
-        self.prefix_ids: list[int] = []
-        if prefix_text is not None and prefix_text.strip():
-            self.prefix_ids, _, _ = self.vocab.encode(prefix_text)
-        wanted = ".cross" if self.attention_kind == "cross" else ".self"
-        self.hooks = Hooks(("pattern",), lambda name: name.startswith("decoder.") and
-                           name.endswith(wanted), interventions)
-        self.names = [f"decoder.{i}{wanted}.hook_pattern" for i in range(cfg.n_decoder_layers)]
-        self.enc_hooks = Hooks((), None, interventions) if interventions else None
-
-    @torch.inference_mode()
-    def start(self, beams: int) -> dict:
-        memory = src = None
-        if self.src is not None:
-            memory = self.model.encode(self.src, self.enc_hooks)  # (1, S, d)
-            memory = memory.expand(beams, -1, -1)  # (B, S, d): one encoder pass for all beams
-            src = self.src.expand(beams, -1)
-        return {"cache": DecoderCache(), "memory": memory, "src": src, "fed": 0}
-
-    @torch.inference_mode()
-    def step(self, state: dict, seqs: torch.Tensor):
-        new = seqs[:, state["fed"]:]  # (B, T_new)
-        logits = self.model.decode(new, state["memory"], state["src"], self.hooks,
-                                   state["cache"])  # (B, T_new, V)
-        logprobs = torch.log_softmax(logits[:, -1].float(), dim=-1)  # (B, V)
-        attention = _stack_last([self.hooks.cache[n] for n in self.names])
-        state["fed"] = seqs.shape[1]
-        return logprobs, attention, state
-
-    def reorder(self, state: dict, index: torch.Tensor) -> dict:
-        state["cache"] = state["cache"].reorder(index)
-        return state
-
-    def token_strings(self, ids: list[int]) -> list[str]:
-        toks = self.vocab.tokens
-        return [self.vocab.display(toks[i]) for i in ids]
-
-    def decode(self, ids: list[int]) -> str:
-        return self.vocab.decode(ids)
+def newest_attention(rec: Recorder, names: list[str]) -> torch.Tensor:
+    """(B, layers, H, Tk) float32: the attention of the newest position in each block."""
+    return torch.stack([last_query_pattern(rec.records[n][-1]) for n in names], dim=1)
 
 
 # ---------------------------------------------------------------------------------------
 class HFStepper:
     """A Hugging Face generative model: encoder outputs once, the model's own Cache object
-    (reordered with reorder_cache, as generate does), output_attentions for the pattern.
+    (reordered with reorder_cache, as generate does); the attention of the newest position is
+computed from the q and k the attention interface recorded (viz_core.capture).
 
     The logits processors `generate` would build from the model's generation config
     (forced EOS at max length, bad words, no-repeat n-grams, ...) are applied to the
@@ -151,15 +72,20 @@ class HFStepper:
                  length_penalty: float = 1.0, early_stopping: bool | str = False,
                  warnings: list[str] | None = None,
                  display: Callable[[list[int]], list[str]] | None = None,
-                 context: Callable[[], contextlib.AbstractContextManager] | None = None):
+                 block_names: dict[int, str] | None = None, attention_blocks: list[str] = (),
+                 ablate: dict[str, list[int]] | None = None):
         """input_ids (1, S): the encoder input (encoder-decoder) or the prompt (decoder-only).
-        display: ids -> token labels; context: entered around every forward pass (e.g. the
-        HF backend's per-call head ablation)."""
+        display: ids -> token labels; block_names: {id(attention module): block name};
+        attention_blocks: the blocks whose newest-position attention each step returns (the
+        cross-attention of an encoder-decoder, the self-attention of a decoder-only model);
+        ablate: {block: heads} zeroed in every forward pass of this search."""
         self.hf = hf_model
         self.tokenizer = tokenizer
         self.display = display
         self._tok_cache: dict[int, str] = {}
-        self.context = context or contextlib.nullcontext
+        self.block_names = dict(block_names or {})
+        self.attention_blocks = list(attention_blocks)
+        self.ablate = dict(ablate or {})
         self.device = next(hf_model.parameters()).device
         cfg = hf_model.config
         self.is_enc_dec = bool(getattr(cfg, "is_encoder_decoder", False))
@@ -205,7 +131,7 @@ class HFStepper:
         state: dict = {"cache": None, "fed": 0, "beams": beams}
         if self.is_enc_dec:
             mask = torch.ones_like(self.src)
-            with self.context():
+            with recording(Recorder(ablate=self.ablate, names=self.block_names)):
                 enc = self.hf.get_encoder()(input_ids=self.src, attention_mask=mask,
                                             return_dict=True)
             enc.last_hidden_state = enc.last_hidden_state.expand(beams, -1, -1)
@@ -216,24 +142,25 @@ class HFStepper:
     @torch.inference_mode()
     def step(self, state: dict, seqs: torch.Tensor):
         new = seqs[:, state["fed"]:]
-        with self.context():
+        wanted = set(self.attention_blocks)
+        rec = Recorder(keep=lambda name: name in wanted, ablate=self.ablate,
+                       names=self.block_names)
+        with recording(rec):
             if self.is_enc_dec:
                 out = self.hf(encoder_outputs=state["encoder_outputs"],
                               attention_mask=state["mask"], decoder_input_ids=new,
                               past_key_values=state["cache"], use_cache=True,
-                              output_attentions=True, return_dict=True)
-                patterns = out.cross_attentions
+                              return_dict=True)
             else:
                 out = self.hf(input_ids=new, attention_mask=torch.ones_like(seqs),
                               past_key_values=state["cache"], use_cache=True,
-                              output_attentions=True, return_dict=True)
-                patterns = out.attentions
+                              return_dict=True)
         logprobs = torch.log_softmax(out.logits[:, -1].float(), dim=-1)  # (B, V)
         if len(self.logits_processor):
             logprobs = self.logits_processor(seqs, logprobs)
         state["cache"] = out.past_key_values
         state["fed"] = seqs.shape[1]
-        return logprobs, _stack_last(list(patterns)), state
+        return logprobs, newest_attention(rec, self.attention_blocks), state
 
     def reorder(self, state: dict, index: torch.Tensor) -> dict:
         cache = state["cache"]
@@ -259,23 +186,3 @@ class HFStepper:
         if self.tokenizer is None:
             return " ".join(str(i) for i in ids if i not in self.special_ids)
         return self.tokenizer.decode(ids, skip_special_tokens=True)
-
-
-def hf_stepper_for(backend, source: str, prefix_text: str | None, *, max_new: int, beams: int,
-                   length_penalty: float, early_stopping, ablate: dict | None,
-                   warnings: list[str]) -> HFStepper:
-    """HFStepper for a viz_core HF backend (viz_core.backends.hf.HFModel): its tokenisation
-    (no truncation by the shared tokenizer), token labels and per-call head ablation."""
-    from ..backends.hf_arch import ablation
-
-    what = "prompt" if backend.kind == "decoder-only" else "input"
-    enc = backend._encode(source, what, backend.max_tokens, warnings)
-    ids = torch.tensor([enc["input_ids"]], dtype=torch.long)
-    prefix_ids = None
-    if prefix_text is not None and prefix_text.strip():
-        prefix_ids = backend._tokenize(prefix_text, special=False)["input_ids"]
-    spec = backend._ablation_spec(ablate)
-    return HFStepper(backend.hf_model, ids, tokenizer=backend.tokenizer, prefix_ids=prefix_ids,
-                     max_new=max_new, beams=beams, length_penalty=length_penalty,
-                     early_stopping=early_stopping, warnings=warnings, display=backend._shown,
-                     context=(lambda: ablation(spec)) if spec else None)

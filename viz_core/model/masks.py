@@ -4,13 +4,21 @@
   are not blocked themselves (their outputs are simply ignored downstream).
 - causal mask: blocks keys after the query (k > q).
 - a decoder's self-attention uses their union.
-All masks here are shaped to broadcast against scores [batch, head, q, k] once a head axis
-is inserted: [batch, q, k] (or [q, k] for the causal mask alone).
+
+The model itself passes masks to attention in their cheapest form (a key-padding vector and
+a causal flag, see viz_core.capture.MaskSpec, the one place that expands them); these
+helpers give the dense [q, k] matrices for views and tests.
 """
 
 from __future__ import annotations
 
 import torch
+
+
+def key_padding(ids: torch.Tensor, pad_id: int) -> torch.Tensor | None:
+    """ids [batch, k] -> bool [batch, k], True where the key is padding; None if none is."""
+    is_pad = ids == pad_id
+    return is_pad if bool(is_pad.any()) else None
 
 
 def padding_mask(ids: torch.Tensor, pad_id: int, n_queries: int | None = None) -> torch.Tensor:

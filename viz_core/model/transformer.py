@@ -6,8 +6,8 @@ attention, feed-forward) -> linear + softmax. Each sublayer is wrapped as
 LayerNorm(x + Dropout(Sublayer(x))) (post-LN, the paper) or x + Dropout(Sublayer(LN(x)))
 (pre-LN). The same classes build encoder-only and decoder-only models.
 
-Nothing captured is ever stored on a module: hook points and key/value caches are objects
-passed in by the caller and returned to it.
+Nothing captured is ever stored on a module: key/value caches are objects passed in by the
+caller and returned to it, and capture goes through viz_core.capture (a per-call recorder).
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from torch import nn
 
 from .attention import MultiHeadAttention
 from .config import TransformerConfig
-from .hooks import Hooks
-from .masks import causal_mask, padding_mask
+from .masks import key_padding
 from .positional import make_positions
 
 
@@ -63,8 +62,8 @@ class EncoderLayer(nn.Module):
         self.sublayer = nn.ModuleList(
             [SublayerConnection(cfg.d_model, cfg.dropout, cfg.norm_first) for _ in range(2)])
 
-    def forward(self, x, mask, hooks, name):
-        x, _ = self.sublayer[0](x, lambda h: self.self_attn(h, h, mask, hooks, name))
+    def forward(self, x, key_pad, name):
+        x, _ = self.sublayer[0](x, lambda h: self.self_attn(h, h, key_pad, False, name))
         x, _ = self.sublayer[1](x, lambda h: (self.feed_forward(h), None))
         return x
 
@@ -79,15 +78,15 @@ class DecoderLayer(nn.Module):
         self.sublayer = nn.ModuleList(
             [SublayerConnection(cfg.d_model, cfg.dropout, cfg.norm_first) for _ in range(n)])
 
-    def forward(self, x, memory, self_mask, cross_mask, hooks, layer: int, cache: dict | None):
+    def forward(self, x, memory, self_pad, cross_pad, layer: int, cache: dict | None):
         past = cache.get(layer) if cache is not None else None
         x, self_kv = self.sublayer[0](x, lambda h: self.self_attn(
-            h, h, self_mask, hooks, f"decoder.{layer}.self",
+            h, h, self_pad, True, f"decoder.{layer}.self",
             past_kv=past["self"] if past else None))
         cross_kv = None
         if self.cross_attn is not None:
             x, cross_kv = self.sublayer[1](x, lambda h: self.cross_attn(
-                h, memory, cross_mask, hooks, f"decoder.{layer}.cross",
+                h, memory, cross_pad, False, f"decoder.{layer}.cross",
                 past_kv=past["cross"] if past else None, static_kv=True))
         x, _ = self.sublayer[-1](x, lambda h: (self.feed_forward(h), None))
         if cache is not None:
@@ -149,12 +148,12 @@ class Transformer(nn.Module):
         x = table(ids) * math.sqrt(self.cfg.d_model) + self.positions(pos)  # (B, T, d)
         return self.embed_dropout(x)
 
-    def encode(self, src: torch.Tensor, hooks: Hooks | None = None) -> torch.Tensor:
+    def encode(self, src: torch.Tensor) -> torch.Tensor:
         """src (B, S) -> memory (B, S, d_model)."""
-        mask = padding_mask(src, self.cfg.pad_id)  # (B, S, S)
+        key_pad = key_padding(src, self.cfg.pad_id)  # (B, S) or None
         x = self.embed(self.src_embed, src)
         for i, layer in enumerate(self.encoder):
-            x = layer(x, mask, hooks, f"encoder.{i}.self")
+            x = layer(x, key_pad, f"encoder.{i}.self")
         return self.encoder_norm(x)
 
     def decode(
@@ -162,28 +161,28 @@ class Transformer(nn.Module):
         tgt: torch.Tensor,  # (B, T) decoder input ids (only the new ones when cache is given)
         memory: torch.Tensor | None = None,  # (B, S, d_model); None for decoder-only
         src: torch.Tensor | None = None,  # (B, S) source ids, for the cross padding mask
-        hooks: Hooks | None = None,
         cache: DecoderCache | None = None,
     ) -> torch.Tensor:
-        """Returns logits (B, T, tgt_vocab). With a cache, appends to it in place."""
+        """Returns logits (B, T, tgt_vocab). With a cache, appends to it in place.
+
+        Self-attention is causal (queries = the last T of start + T positions) and, on a
+        fresh pass, blocks padding keys; cross-attention blocks the source's padding keys.
+        """
         start = cache.length if cache is not None else 0
-        T = tgt.shape[1]
-        # Rows: the T new positions; columns: all start + T positions so far.
-        self_mask = causal_mask(T, start + T, device=tgt.device)[None]  # (1, T, start+T)
+        self_pad = None
         if cache is None or start == 0:
-            self_mask = self_mask | padding_mask(tgt, self.cfg.pad_id)
-        cross_mask = None
+            self_pad = key_padding(tgt, self.cfg.pad_id)  # (B, T) or None
+        cross_pad = None
         if memory is not None and src is not None:
-            cross_mask = padding_mask(src, self.cfg.pad_id, n_queries=T)  # (B, T, S)
+            cross_pad = key_padding(src, self.cfg.pad_id)  # (B, S) or None
         x = self.embed(self.tgt_embed, tgt, start)
         for i, layer in enumerate(self.decoder):
-            x = layer(x, memory, self_mask, cross_mask, hooks, i, cache)
+            x = layer(x, memory, self_pad, cross_pad, i, cache)
         return self.generator(self.decoder_norm(x))
 
-    def forward(self, src: torch.Tensor | None, tgt: torch.Tensor | None,
-                hooks: Hooks | None = None) -> torch.Tensor:
+    def forward(self, src: torch.Tensor | None, tgt: torch.Tensor | None) -> torch.Tensor:
         """Teacher-forced logits (encoder-decoder, decoder-only), or encoder states."""
-        memory = self.encode(src, hooks) if self.cfg.has_encoder else None
+        memory = self.encode(src) if self.cfg.has_encoder else None
         if not self.cfg.has_decoder:
             return memory
-        return self.decode(tgt, memory, src, hooks)
+        return self.decode(tgt, memory, src)

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..model.transformer import DecoderCache, Transformer
+from ..decoding.greedy import greedy_batch, pad_batch  # noqa: F401  (tasks re-export)
+from ..model.transformer import Transformer
 from ..tokenizer import Vocab
 
 TEST_PERCENT = 5  # share of all possible sources reserved for the held-out set
@@ -66,45 +67,6 @@ def make_split(sample: Callable[[random.Random], Pair], split: str, n: int, seed
 
 
 # ---- batched decoding ---------------------------------------------------------------------
-def pad_batch(seqs: list[list[int]], pad_id: int = 0) -> torch.Tensor:
-    width = max(len(s) for s in seqs)
-    return torch.tensor([s + [pad_id] * (width - len(s)) for s in seqs], dtype=torch.long)
-
-
-@torch.inference_mode()
-def greedy_batch(model: Transformer, sources: list[list[int]] | None, prefixes: list[list[int]],
-                 max_new: int) -> list[list[int]]:
-    """Greedy continuation of each prefix (all the same length), batched, with a KV cache.
-
-    sources: source ids with their <eos> (None for a decoder-only model). Returns the new ids
-    of each row, cut before its <eos>.
-    """
-    cfg = model.cfg
-    device = next(model.parameters()).device
-    src = memory = None
-    if sources is not None:
-        src = pad_batch(sources, cfg.pad_id).to(device)
-        memory = model.encode(src)
-    cache = DecoderCache()
-    step_in = torch.tensor(prefixes, dtype=torch.long, device=device)
-    max_new = min(max_new, cfg.max_len - step_in.shape[1])
-    out = torch.full((len(prefixes), 0), cfg.pad_id, dtype=torch.long, device=device)
-    done = torch.zeros(len(prefixes), dtype=torch.bool, device=device)
-    for _ in range(max_new):
-        logits = model.decode(step_in, memory, src, None, cache)
-        nxt = logits[:, -1].argmax(-1)  # (B,)
-        nxt = torch.where(done, torch.full_like(nxt, cfg.eos_id), nxt)
-        out = torch.cat([out, nxt[:, None]], dim=1)
-        done |= nxt == cfg.eos_id
-        if bool(done.all()):
-            break
-        step_in = nxt[:, None]
-    result = []
-    for row in out.tolist():
-        result.append(row[: row.index(cfg.eos_id)] if cfg.eos_id in row else row)
-    return result
-
-
 def translate(model: Transformer, src_vocab: Vocab, tgt_vocab: Vocab, texts: list[str],
               batch_size: int = 256) -> list[str]:
     """Greedy outputs of an encoder-decoder model for many inputs, as text."""

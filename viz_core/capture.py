@@ -1,0 +1,321 @@
+"""One capture path for every model: each attention call keeps q, k, v and its real mask.
+
+Every attention block of every model Attention Lab shows computes its output in ``attend``:
+
+- our own Transformer's MultiHeadAttention calls it directly;
+- Hugging Face models call ``hf_attention``, registered with transformers' attention interface
+  under the name ``"attention_lab"`` (the models are loaded with that implementation). It
+  receives q, k and v *after* rotary embeddings, per key/value head (grouped-query attention),
+  the model's real mask (padding, causal, sliding window), T5's relative position bias, the
+  scaling and any logit softcap, and unpacks them into ``attend``.
+
+``attend`` always computes the output with PyTorch's SDPA kernel (or, where SDPA cannot
+express the model's attention, i.e. logit softcapping, with the written-out formula below),
+so a traced forward costs about what an untraced one does. When the running call has a
+``Recorder`` (a ContextVar: per thread and per call, so concurrent sessions never see each
+other's), the call also keeps references to q, k, (v), the mask and the output z. Nothing
+N x N is built here: patterns and scores are computed later, on first read, by
+``viz_core.trace`` with the functions at the end of this module. Head ablation goes through
+the same function: the recorder names heads whose output is zeroed.
+
+Mask convention (docs/ARCHITECTURE.md): bool, True = this query may NOT attend to this key.
+SDPA and Hugging Face use the opposite (True = may attend); ``MaskSpec`` converts once, in
+``blocked_rows`` (ours) and ``sdpa_mask`` (theirs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+IMPLEMENTATION = "attention_lab"  # the name registered with transformers
+
+
+# ---- masks -----------------------------------------------------------------------------
+@dataclass
+class MaskSpec:
+    """Which keys each query of one attention call may not see, in its cheapest form.
+
+    The union of: ``allowed`` (a model's own dense mask, SDPA convention True = may attend,
+    shape (B|1, Tq, Tk); a view, shared by the layers that use it), ``key_pad`` (B, Tk) True
+    = padding key, and ``causal`` (key j blocked for query i when j > i + Tk - Tq: the queries
+    are the last Tq of Tk positions, as in incremental decoding).
+    """
+
+    n_queries: int
+    n_keys: int
+    allowed: torch.Tensor | None = None
+    key_pad: torch.Tensor | None = None
+    causal: bool = False
+
+    def row(self, b: int) -> MaskSpec:
+        """The mask of batch row b (views, no copy)."""
+        def pick(t):
+            return None if t is None else t[min(b, t.shape[0] - 1):][:1]
+        return MaskSpec(self.n_queries, self.n_keys, pick(self.allowed), pick(self.key_pad),
+                        self.causal)
+
+    def select(self, index: torch.Tensor) -> MaskSpec:
+        def pick(t):
+            return t if t is None or t.shape[0] == 1 else t[index]
+        return MaskSpec(self.n_queries, self.n_keys, pick(self.allowed), pick(self.key_pad),
+                        self.causal)
+
+    def blocked_rows(self, r0: int, r1: int, device=None) -> torch.Tensor | None:
+        """bool (B|1, r1 - r0, Tk), True = blocked, for query rows r0..r1; None = nothing."""
+        out = None
+        if self.allowed is not None:
+            out = ~self.allowed[:, r0:r1]  # convert SDPA's convention to ours, here only
+        if self.key_pad is not None:
+            pad = self.key_pad[:, None, :]
+            out = pad if out is None else out | pad
+        if self.causal:
+            dev = device if out is None else out.device
+            offset = self.n_keys - self.n_queries
+            q_pos = torch.arange(r0, r1, device=dev)[:, None] + offset
+            k_pos = torch.arange(self.n_keys, device=dev)[None, :]
+            c = (k_pos > q_pos)[None]
+            out = c if out is None else out | c
+        if out is not None and out.shape[1] != r1 - r0:
+            out = out.expand(out.shape[0], r1 - r0, self.n_keys)
+        return out
+
+    def sdpa_mask(self) -> tuple[torch.Tensor | None, bool]:
+        """(attn_mask for SDPA, True = may attend, shape (B|1, 1, Tq, Tk), is_causal)."""
+        if self.allowed is None and self.key_pad is None:
+            # SDPA's is_causal is top-left aligned: right only when Tq == Tk.
+            if not self.causal or self.n_queries == 1:
+                return None, False
+            if self.n_queries == self.n_keys:
+                return None, True
+        blocked = self.blocked_rows(0, self.n_queries)
+        return ~blocked[:, None], False  # ours -> SDPA's convention
+
+
+# ---- what one call keeps ---------------------------------------------------------------
+@dataclass
+class Record:
+    """One attention call of one block, batch-first, on the model's device."""
+
+    q: torch.Tensor  # (B, H, Tq, d)
+    k: torch.Tensor  # (B, Hkv, Tk, d): per key/value head, before any GQA repetition
+    v: torch.Tensor | None  # (B, Hkv, Tk, d_v)
+    z: torch.Tensor | None  # (B, Tq, H, d_v): each head's output (after ablation)
+    mask: MaskSpec
+    scaling: float
+    bias: torch.Tensor | None = None  # (B|1, H|1, Tq, Tk) added to the scores (T5)
+    softcap: float | None = None  # logits -> tanh(logits / cap) * cap (Gemma 2)
+    window: int | None = None  # sliding window size, for labels (the mask already has it)
+
+
+@dataclass
+class Recorder:
+    """What the running call keeps and changes. One per call; never stored on a model."""
+
+    keep: Callable[[str], bool] | None = None  # blocks to record (None: none)
+    points: frozenset = frozenset()  # of "v", "z" besides q and k
+    ablate: Mapping[str, Sequence[int]] = field(default_factory=dict)  # block -> heads
+    # id(HF attention module) -> its block name, or the names of its successive calls in one
+    # forward pass (ALBERT calls one shared module in every layer)
+    names: Mapping[int, str | list[str]] = field(default_factory=dict)
+    # None: the fast path. "explicit": the written-out formula instead of SDPA (the native
+    # model's reference run); "transformers": transformers' own attention function
+    # untouched (a Hugging Face model's reference run). See Backend.check_faithfulness.
+    reference: str | None = None
+    records: dict[str, list[Record]] = field(default_factory=dict)
+
+    calls: dict[int, int] = field(default_factory=dict)
+
+    def wants(self, name: str | None) -> bool:
+        return name is not None and self.keep is not None and self.keep(name)
+
+    def name_for(self, module) -> str | None:
+        names = self.names.get(id(module))
+        if names is None or isinstance(names, str):
+            return names
+        i = self.calls.get(id(module), 0)
+        self.calls[id(module)] = i + 1
+        return names[i % len(names)]
+
+
+_RECORDER: ContextVar[Recorder | None] = ContextVar("attention_lab_recorder", default=None)
+
+
+@contextlib.contextmanager
+def recording(recorder: Recorder | None) -> Iterator[Recorder | None]:
+    """Run the block's model calls with this recorder (this thread / context only)."""
+    token = _RECORDER.set(recorder)
+    try:
+        yield recorder
+    finally:
+        _RECORDER.reset(token)
+
+
+# ---- the attention function ------------------------------------------------------------
+def attend(name: str | None, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+           mask: MaskSpec, scaling: float, *, bias: torch.Tensor | None = None,
+           softcap: float | None = None, window: int | None = None,
+           dropout: float = 0.0) -> torch.Tensor:
+    """Attention(Q, K, V) = softmax(Q K^T * scaling + bias [masked]) V for every head.
+
+    q (B, H, Tq, d); k, v (B, Hkv, Tk, d) with H a multiple of Hkv. Returns z (B, Tq, H, d_v),
+    each head's output side by side (the input of the output projection). Fully blocked query
+    rows give zeros, never NaN.
+    """
+    rec = _RECORDER.get()
+    explicit = softcap is not None or (rec is not None and rec.reference == "explicit")
+    z = _output(q, k, v, mask, scaling, bias, softcap, dropout, explicit)  # (B, Tq, H, d_v)
+    if rec is None or name is None:
+        return z
+    heads = rec.ablate.get(name)
+    if heads:
+        z = z.clone()
+        z[:, :, list(heads)] = 0
+    if rec.wants(name):
+        rec.records.setdefault(name, []).append(Record(
+            q=q, k=k, v=v if "v" in rec.points or "z" in rec.points else None,
+            z=z if "z" in rec.points else None, mask=mask, scaling=float(scaling), bias=bias,
+            softcap=softcap, window=window))
+    return z
+
+
+def _output(q, k, v, mask: MaskSpec, scaling, bias, softcap, dropout, explicit) -> torch.Tensor:
+    group = q.shape[1] // k.shape[1]
+    if explicit:
+        # SDPA cannot cap logits: the written-out formula (the same one the views use).
+        kk, vv = _repeat(k, group), _repeat(v, group)
+        p = softmax_rows(scores_of(q, kk, scaling, bias, softcap),
+                         mask.blocked_rows(0, mask.n_queries, q.device))
+        return (p.to(vv.dtype) @ vv).transpose(1, 2)
+    attn_mask, is_causal = mask.sdpa_mask()
+    if bias is not None:
+        add = bias.to(q.dtype)
+        if attn_mask is not None:
+            add = add.masked_fill(~attn_mask, float("-inf"))
+        elif is_causal:
+            add = add.masked_fill(~torch.ones(mask.n_queries, mask.n_keys, dtype=torch.bool,
+                                              device=q.device).tril(), float("-inf"))
+        attn_mask, is_causal = add, False
+    extra = {}
+    if group > 1:
+        extra["enable_gqa"] = True
+    z = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout,
+                                       is_causal=is_causal, scale=scaling, **extra)
+    if attn_mask is not None:
+        # fully blocked rows: SDPA returns NaN there; ours are zeros
+        if attn_mask.dtype == torch.bool:
+            empty = ~attn_mask.any(-1, keepdim=True)
+        else:
+            empty = torch.isinf(attn_mask).all(-1, keepdim=True)
+        z = z.masked_fill(empty, 0.0)
+    return z.transpose(1, 2)  # (B, Tq, H, d_v)
+
+
+def _repeat(x: torch.Tensor, group: int) -> torch.Tensor:
+    """(B, Hkv, T, d) -> (B, Hkv * group, T, d): query head h reads key/value head h // group."""
+    return x if group == 1 else x.repeat_interleave(group, dim=1)
+
+
+def hf_attention(module, query, key, value, attention_mask, dropout: float = 0.0,
+                 scaling: float | None = None, is_causal: bool | None = None,
+                 position_bias: torch.Tensor | None = None, softcap: float | None = None,
+                 sliding_window: int | None = None, **kwargs):
+    """transformers' attention-interface signature -> ``attend``; returns (output, None).
+
+    The mask arrives as built by transformers' SDPA mask function (bool, True = may attend,
+    (B, 1, Tq, Tk), sliding windows included) or None, in which case the call is causal when
+    SDPA's would be (more than one query and a causal module), exactly as transformers decides.
+    """
+    if kwargs.get("s_aux") is not None:
+        raise NotImplementedError("attention sinks (s_aux) are not supported")
+    tq, tk = query.shape[2], key.shape[2]
+    if scaling is None:
+        scaling = query.shape[-1] ** -0.5
+    causal_flag = is_causal if is_causal is not None else getattr(module, "is_causal", True)
+    spec = MaskSpec(tq, tk)
+    if attention_mask is None:
+        spec.causal = bool(tq > 1 and causal_flag)
+    elif attention_mask.dtype == torch.bool:
+        spec.allowed = attention_mask[:, 0]  # (B, Tq, Tk) view
+    else:  # an additive float mask: -inf / finfo.min = blocked, anything else a bias
+        allowed = attention_mask > torch.finfo(attention_mask.dtype).min / 2
+        spec.allowed = allowed[:, 0]
+        extra = attention_mask.masked_fill(~allowed, 0)
+        position_bias = extra if position_bias is None else position_bias + extra
+    rec = _RECORDER.get()
+    if rec is not None and rec.reference == "transformers":
+        return _transformers_own(module, query, key, value, attention_mask, dropout, scaling,
+                                 is_causal, position_bias, softcap, kwargs)
+    name = rec.name_for(module) if rec is not None else None
+    z = attend(name, query, key, value, spec, float(scaling), bias=position_bias,
+               softcap=softcap, window=sliding_window, dropout=dropout)
+    return z, None
+
+
+def _transformers_own(module, query, key, value, attention_mask, dropout, scaling, is_causal,
+                      position_bias, softcap, kwargs):
+    """The reference: transformers' SDPA function, or the model's own eager one (softcap)."""
+    import sys
+
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    if softcap is not None:
+        eager = sys.modules[type(module).__module__].eager_attention_forward
+        return eager(module, query, key, value, attention_mask, dropout=dropout,
+                     scaling=scaling, softcap=softcap, **kwargs)
+    return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
+                                  scaling=scaling, is_causal=is_causal,
+                                  position_bias=position_bias, **kwargs)
+
+
+def last_query_pattern(rec: Record) -> torch.Tensor:
+    """float32 (B, H, Tk): the attention of each example's last query (beam search)."""
+    tq = rec.q.shape[2]
+    k = _repeat(rec.k, rec.q.shape[1] // rec.k.shape[1])
+    bias = None if rec.bias is None else rec.bias[..., -1:, :]
+    s = scores_of(rec.q[:, :, -1:], k, rec.scaling, bias, rec.softcap)  # (B, H, 1, Tk)
+    blocked = rec.mask.blocked_rows(tq - 1, tq, rec.q.device)  # (B|1, 1, Tk)
+    return softmax_rows(s, None if blocked is None else blocked[:, None])[:, :, 0]
+
+
+_registered = False
+
+
+def register_with_transformers() -> str:
+    """Register ``hf_attention`` (and SDPA's mask builder) as "attention_lab"; idempotent."""
+    global _registered
+    if not _registered:
+        from transformers import AttentionInterface
+        from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+        AttentionInterface.register(IMPLEMENTATION, hf_attention)
+        AttentionMaskInterface.register(IMPLEMENTATION, sdpa_mask)
+        _registered = True
+    return IMPLEMENTATION
+
+
+# ---- the written-out formula, used for every view (lazily, in row chunks) -------------
+def scores_of(q: torch.Tensor, k: torch.Tensor, scaling: float, bias: torch.Tensor | None,
+              softcap: float | None) -> torch.Tensor:
+    """float32 (..., Tq, Tk): q k^T * scaling, softcapped, plus the bias; before masking."""
+    s = (q.float() @ k.float().transpose(-1, -2)).mul_(scaling)
+    if softcap is not None:
+        s = torch.tanh(s / softcap).mul_(softcap)
+    if bias is not None:
+        s = s + bias.float()
+    return s
+
+
+def softmax_rows(scores: torch.Tensor, blocked: torch.Tensor | None) -> torch.Tensor:
+    """float32 softmax over keys; blocked cells exactly 0, fully blocked rows all 0."""
+    if blocked is not None:
+        scores = scores.masked_fill(blocked, float("-inf"))
+    p = torch.softmax(scores, dim=-1)
+    if blocked is not None:
+        p = torch.nan_to_num_(p, nan=0.0)  # a fully blocked row is 0/0
+    return p
