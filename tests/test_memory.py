@@ -14,7 +14,8 @@ from viz_core.memory import reuse_freed_memory
 SCRIPT = textwrap.dedent("""
     import json, resource, sys, torch
     from viz_core.memory import reuse_freed_memory
-    from viz_core.model import Hooks, Transformer, TransformerConfig
+    from viz_core.backends.base import record
+    from viz_core.model import Transformer, TransformerConfig
     torch.set_num_threads(1)
     tuned = reuse_freed_memory() if sys.argv[1] == "tuned" else False
     cfg = TransformerConfig(kind="encoder-decoder", src_vocab_size=50, tgt_vocab_size=50,
@@ -24,9 +25,11 @@ SCRIPT = textwrap.dedent("""
     src = torch.randint(4, 50, (1, 384)); tgt = torch.randint(4, 50, (1, 384))
     def trace():
         with torch.inference_mode():
-            hooks = Hooks(capture=("scores", "pattern"))
-            model(src, tgt, hooks)
-            return {k: v.numpy() for k, v in hooks.cache.items()}
+            from viz_core.backends.base import block_layout, blocks_from_records
+            _, rec = record(lambda: model(src, tgt))
+            toks = ["x"] * 384
+            blocks = blocks_from_records(rec, block_layout("encoder-decoder", 2, 2, toks, toks))
+            return {k: (b.pattern, b.scores) for k, b in blocks.items()}
     first = trace()
     del first
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt

@@ -6,12 +6,19 @@ import pytest
 import torch
 from torch import nn
 
-from viz_core.model import DecoderCache, Hooks, Transformer, TransformerConfig
+from viz_core.backends.base import record
+from viz_core.capture import full_pattern
+from viz_core.model import DecoderCache, Transformer, TransformerConfig
 from viz_core.model.attention import MultiHeadAttention
 from viz_core.model.masks import causal_mask, decoder_self_mask, padding_mask
 from viz_core.model.positional import sinusoidal_encoding, wavelengths
 
 ALL = ("q", "k", "v", "scores", "pattern", "z")
+
+
+def patterns(rec, what="pattern") -> dict:
+    """{block: float32 (B, H, Tq, Tk)} of the last call of each recorded block."""
+    return {name: full_pattern(calls[-1], what) for name, calls in rec.records.items()}
 
 
 def copy_into_mha(ours: MultiHeadAttention, d_model: int, n_heads: int) -> nn.MultiheadAttention:
@@ -35,36 +42,35 @@ def test_attention_matches_torch_multihead_attention(masking, seed):
     x_kv = torch.randn(B, S, d) if masking in ("none", "padding") else x_q
     ids = torch.tensor([[5] * S, [5] * (S - 2) + [0, 0], [5] * 3 + [0] * (S - 3)])
     Tq = x_q.shape[1]
-    mask = torch.zeros(B, Tq, S, dtype=torch.bool)
-    kpm, attn_mask = None, None
+    kpm, attn_mask, causal = None, None, False
     if masking in ("padding", "both"):
-        mask |= padding_mask(ids, 0, n_queries=Tq)
         kpm = ids == 0
     if masking in ("causal", "both"):
-        mask |= causal_mask(Tq, S)[None]
-        attn_mask = causal_mask(Tq, S)
-    hooks = Hooks(capture=ALL)
+        attn_mask, causal = causal_mask(Tq, S), True
     with torch.no_grad():
-        out, _ = ours(x_q, x_kv, mask, hooks, "blk")
-        fast, _ = ours(x_q, x_kv, mask)
+        (out, _), rec = record(lambda: ours(x_q, x_kv, kpm, causal, "blk"))
+        (explicit, _), _ = record(lambda: ours(x_q, x_kv, kpm, causal, "blk"), capture=(),
+                                  reference="explicit")
+        fast, _ = ours(x_q, x_kv, kpm, causal)
         ref_out, ref_w = ref(x_q, x_kv, x_kv, key_padding_mask=kpm, attn_mask=attn_mask,
                              need_weights=True, average_attn_weights=False)
     torch.testing.assert_close(out, ref_out, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(fast, ref_out, atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(hooks.cache["blk.hook_pattern"], ref_w, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(explicit, ref_out, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(patterns(rec)["blk"], ref_w, atol=1e-6, rtol=1e-5)
 
 
 def test_fully_blocked_rows_give_zeros_not_nan():
     torch.manual_seed(0)
     attn = MultiHeadAttention(16, 2).eval()
     x = torch.randn(2, 4, 16)
-    mask = torch.zeros(2, 4, 4, dtype=torch.bool)
-    mask[0] = True  # every key blocked for the first sequence
-    mask[1, :, 2:] = True
-    hooks = Hooks(capture=ALL)
-    out, _ = attn(x, x, mask, hooks, "b")
-    fast, _ = attn(x, x, mask)
-    p = hooks.cache["b.hook_pattern"]
+    key_pad = torch.zeros(2, 4, dtype=torch.bool)
+    key_pad[0] = True  # every key blocked for the first sequence
+    key_pad[1, 2:] = True
+    (out, _), _ = record(lambda: attn(x, x, key_pad, False, "b"), capture=(),
+                         reference="explicit")
+    (fast, _), rec = record(lambda: attn(x, x, key_pad, False, "b"))
+    p = patterns(rec)["b"]
     assert not torch.isnan(p).any() and not torch.isnan(out).any()
     assert not torch.isnan(fast).any()
     assert torch.equal(p[0], torch.zeros_like(p[0]))
@@ -120,29 +126,27 @@ def test_fast_path_equals_captured_path(norm_first, positional):
     tgt = torch.tensor([[1, 4, 5, 0], [1, 6, 7, 8]])
     with torch.no_grad():
         fast = model(src, tgt)
-        hooks = Hooks(capture=ALL)
-        slow = model(src, tgt, hooks)
-    torch.testing.assert_close(fast, slow, atol=1e-5, rtol=1e-5)
-    names = {k.rsplit(".", 1)[0] for k in hooks.cache}
-    assert names == {"encoder.0.self", "encoder.1.self", "decoder.0.self", "decoder.0.cross",
-                     "decoder.1.self", "decoder.1.cross"}
-    for key, p in hooks.cache.items():
-        if key.endswith("hook_pattern"):
-            assert not torch.isnan(p).any()
+        slow, rec = record(lambda: model(src, tgt), capture=ALL)
+        explicit, _ = record(lambda: model(src, tgt), capture=(), reference="explicit")
+    torch.testing.assert_close(fast, slow, atol=0, rtol=0)  # recording changes nothing
+    torch.testing.assert_close(fast, explicit, atol=1e-5, rtol=1e-5)  # the formula = SDPA
+    assert set(rec.records) == {"encoder.0.self", "encoder.1.self", "decoder.0.self",
+                                "decoder.0.cross", "decoder.1.self", "decoder.1.cross"}
+    for key, p in patterns(rec).items():
+        assert not torch.isnan(p).any(), key
 
 
 def test_rows_sum_to_one_and_blocked_cells_are_zero_with_all_pad_rows():
     model = make()
     src = torch.tensor([[4, 5, 2, 0], [0, 0, 0, 0]])  # second source: all padding
     tgt = torch.tensor([[1, 4, 0], [1, 0, 0]])
-    hooks = Hooks(capture=("pattern",))
     with torch.no_grad():
-        model(src, tgt, hooks)
+        _, rec = record(lambda: model(src, tgt), capture=("pattern",))
     src_block = padding_mask(src, 0)
     masks = {"encoder": src_block, "self": decoder_self_mask(tgt, 0),
              "cross": padding_mask(src, 0, n_queries=3)}
-    for key, p in hooks.cache.items():
-        block = key.rsplit(".", 1)[0]
+    for key, p in patterns(rec).items():
+        block = key
         m = masks["encoder" if block.startswith("encoder") else block.split(".")[-1]][:, None]
         m = m.expand_as(p)
         assert not torch.isnan(p).any(), key
@@ -162,15 +166,15 @@ def test_causality_later_tokens_do_not_change_earlier_positions(kind):
     b[0, 3:] = torch.tensor([15, 16])
     outs = []
     for tgt in (a, b):
-        hooks = Hooks(capture=("pattern",))
         with torch.no_grad():
-            outs.append((model(src, tgt, hooks), hooks.cache))
+            out, rec = record(lambda: model(src, tgt), capture=("pattern",))
+        outs.append((out, patterns(rec)))
     torch.testing.assert_close(outs[0][0][:, :3], outs[1][0][:, :3], atol=0, rtol=0)
     assert not torch.allclose(outs[0][0][:, 3:], outs[1][0][:, 3:])
     for key, p in outs[0][1].items():
         if key.startswith("decoder"):
             assert torch.equal(p[..., :3, :3], outs[1][1][key][..., :3, :3]), key
-            if key.endswith(".self.hook_pattern"):
+            if key.endswith(".self"):
                 c = causal_mask(5)[None, None].expand_as(p)
                 assert torch.equal(p[c], torch.zeros_like(p[c]))
 
@@ -221,12 +225,10 @@ def test_softmax_runs_in_float32_for_low_precision_weights():
     model = make().to(torch.bfloat16)
     src = torch.tensor([[4, 5, 6, 2]])
     tgt = torch.tensor([[1, 7, 8]])
-    hooks = Hooks(capture=("scores", "pattern"))
     with torch.no_grad():
-        out = model(src, tgt, hooks)
+        out, rec = record(lambda: model(src, tgt), capture=("scores", "pattern"))
     assert out.dtype == torch.bfloat16
-    for key, t in hooks.cache.items():
+    for key, t in [*patterns(rec).items(), *patterns(rec, "scores").items()]:
         assert t.dtype == torch.float32, key
-        if key.endswith("pattern"):
-            torch.testing.assert_close(t.sum(-1), torch.ones_like(t.sum(-1)), atol=1e-6,
-                                       rtol=0)
+    for key, t in patterns(rec).items():
+        torch.testing.assert_close(t.sum(-1), torch.ones_like(t.sum(-1)), atol=1e-6, rtol=0)

@@ -189,8 +189,9 @@ def _output(q, k, v, mask: MaskSpec, scaling, bias, softcap, dropout, explicit) 
     if explicit:
         # SDPA cannot cap logits: the written-out formula (the same one the views use).
         kk, vv = _repeat(k, group), _repeat(v, group)
+        blocked = mask.blocked_rows(0, mask.n_queries, q.device)  # (B|1, Tq, Tk)
         p = softmax_rows(scores_of(q, kk, scaling, bias, softcap),
-                         mask.blocked_rows(0, mask.n_queries, q.device))
+                         None if blocked is None else blocked[:, None])
         return (p.to(vv.dtype) @ vv).transpose(1, 2)
     attn_mask, is_causal = mask.sdpa_mask()
     if bias is not None:
@@ -271,6 +272,17 @@ def _transformers_own(module, query, key, value, attention_mask, dropout, scalin
     return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
                                   scaling=scaling, is_causal=is_causal,
                                   position_bias=position_bias, **kwargs)
+
+
+def full_pattern(rec: Record, what: str = "pattern") -> torch.Tensor:
+    """float32 (B, H, Tq, Tk): every head's pattern (or scores) of a record, all at once.
+    For tests and small inputs; the views use viz_core.trace's lazy, chunked reads."""
+    k = _repeat(rec.k, rec.q.shape[1] // rec.k.shape[1])
+    s = scores_of(rec.q, k, rec.scaling, rec.bias, rec.softcap)
+    if what == "scores":
+        return s
+    blocked = rec.mask.blocked_rows(0, rec.q.shape[2], rec.q.device)
+    return softmax_rows(s, None if blocked is None else blocked[:, None])
 
 
 def last_query_pattern(rec: Record) -> torch.Tensor:
