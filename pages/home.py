@@ -4,6 +4,7 @@ import streamlit as st
 
 from ui.errors import literal
 from ui.page import selection
+from viz_core.model_card import model_card_rows, model_metrics
 
 sel = selection()
 st.title("Attention Lab")
@@ -28,8 +29,12 @@ st.markdown("""
 Every setting lives in the address bar: copy it to share exactly what you see.
 """)
 st.subheader(f"Model: {literal(sel.model_name)}")
+info = sel.model.info()
 card = dict(getattr(sel.model, "card", {}) or {})
 if card.get("description"):
     st.markdown(literal(card["description"]))  # a user-pointed card.json
-st.json({"info": sel.model.info(), **{k: v for k, v in card.items() if k != "description"}},
-        expanded=False)
+metrics = model_metrics(info)
+for col, (label, value) in zip(st.columns(len(metrics)), metrics, strict=True):
+    col.metric(label, value)
+st.dataframe(model_card_rows(info, card), hide_index=True, width="stretch",
+             column_config={"field": "Field", "value": "Value"})

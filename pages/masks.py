@@ -8,7 +8,7 @@ from ui.controls import bounded_int
 from ui.page import selection, show_trace_messages
 from ui.runs import BatchRequest, get_batch
 from viz_core.export import npz_bytes
-from viz_core.figures.masks import mask_union_figure, masking_steps_figure, padding_batch_figure
+from viz_core.figures.masks import batch_masks_figure, mask_parts_figure, masking_steps_figure
 
 sel = selection()
 st.title("Masks")
@@ -33,10 +33,13 @@ for t in traces:
     show_trace_messages(t)
 
 kind = "decoder.self" if "decoder.self" in traces[0].kinds() else traces[0].kinds()[0]
-lengths = [sum(tok != "<pad>" for tok in t[t.layers(kind)[0].name].key_tokens) for t in traces]
-tokens = [t.layers(kind)[0].key_tokens[:n] for t, n in zip(traces, lengths)]
-chart(padding_batch_figure(tokens, causal=kind == "decoder.self"), key="mask_batch_fig",
-      name="padding-batch")
+# Each block's own mask is the truth: its padding is the key columns blocked for every
+# query, whatever the model calls its pad token ("<pad>", "[PAD]", "<|endoftext|>").
+firsts = [t.layers(kind)[0] for t in traces]
+chart(batch_masks_figure([b.mask for b in firsts], [b.query_tokens for b in firsts],
+                         [b.key_tokens for b in firsts],
+                         title=f"{kind} masks of the padded batch"),
+      key="mask_batch_fig", name="padding-batch")
 
 state.widget_default("mask_sentence", state.url_int("mask_sentence", 0, 0, len(sentences) - 1))
 st.session_state.mask_sentence = min(int(st.session_state.mask_sentence), len(sentences) - 1)
@@ -50,9 +53,8 @@ if st.session_state.mask_block not in block_names:
     st.session_state.mask_block = default_block
 name = st.selectbox("Block", block_names, key="mask_block")
 block = trace[name]
-padded = block.key_tokens
-chart(mask_union_figure(padded, lengths[choice]) if name.startswith("decoder") and
-      name.endswith("self") else padding_batch_figure([padded[:lengths[choice]]]),
+chart(mask_parts_figure(block.mask, block.query_tokens, block.key_tokens,
+                        causal=block.kind == "decoder.self"),
       key="mask_union", name="mask-union")
 head = bounded_int("Head", "mask_head", 0, 0, block.n_heads - 1)
 state.to_url(mask_sentence=choice, mask_block=name)

@@ -48,6 +48,21 @@ def causal_mask(n: int) -> np.ndarray:
     return np.triu(np.ones((n, n), dtype=bool), k=1)
 
 
+def pad_columns(mask: np.ndarray) -> np.ndarray:
+    """bool [k]: key columns blocked for every query row, i.e. padding. A causal mask never
+    blocks a whole column (the last query sees every real key), so this reads the padding
+    of any block's mask: encoder, decoder (padding | causal) or cross-attention."""
+    m = np.asarray(mask, dtype=bool)
+    if m.ndim != 2 or m.shape[0] == 0:
+        return np.zeros(m.shape[-1] if m.ndim else 0, dtype=bool)
+    return m.all(axis=0)
+
+
+def real_length(mask: np.ndarray) -> int:
+    """Number of key columns that some query may attend to (real tokens, padding excluded)."""
+    return int((~pad_columns(mask)).sum())
+
+
 def pad_batch(sentences: Sequence[Sequence[str]], pad: str = "<pad>") -> list[list[str]]:
     """Right-pad token lists to the longest one."""
     n = max(len(s) for s in sentences)
@@ -94,6 +109,33 @@ def padding_batch_figure(sentences: Sequence[Sequence[str]], pad: str = "<pad>",
     titles = [f"sentence {i} (len {len(s)})" for i, s in enumerate(sentences)]
     return mask_panels(list(masks), titles, padded, padded,
                        title="Padding mask" + (" ∪ causal" if causal else "") + " per sentence")
+
+
+def batch_masks_figure(masks: Sequence[np.ndarray], query_tokens: Sequence[Sequence[str]],
+                       key_tokens: Sequence[Sequence[str]], title: str | None = None
+                       ) -> go.Figure:
+    """One panel per sentence of a padded batch, drawing each block's own mask (what the
+    model used), titled with the sentence's real length read from the mask."""
+    titles = [f"sentence {i} (len {real_length(m)} of {np.asarray(m).shape[1]})"
+              for i, m in enumerate(masks)]
+    return mask_panels(list(masks), titles, query_tokens, key_tokens,
+                       title=title or "The batch's masks, as the model used them")
+
+
+def mask_parts_figure(mask: np.ndarray, query_tokens: Sequence[str],
+                      key_tokens: Sequence[str], causal: bool) -> go.Figure:
+    """A block's real mask next to its parts: padding (the whole-column blocks) and, for a
+    decoder's self-attention, the causal mask; their union should equal the real mask."""
+    m = np.asarray(mask, dtype=bool)
+    pad = np.broadcast_to(pad_columns(m)[None, :], m.shape).copy()
+    if not causal:
+        return mask_panels([pad, m], ["padding (PAD keys)", "the model's mask"],
+                           [query_tokens] * 2, [key_tokens] * 2, title="Padding mask")
+    c = causal_mask(m.shape[0])[:, : m.shape[1]]
+    return mask_panels([pad, c, m], ["padding (PAD keys)", "causal (k > q)",
+                                     "the model's mask (union)"],
+                       [query_tokens] * 3, [key_tokens] * 3,
+                       title="Padding, causal and their union")
 
 
 def mask_union_figure(tokens: Sequence[str], length: int | None = None) -> go.Figure:

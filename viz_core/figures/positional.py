@@ -14,7 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import SCORE_COLORSCALE, base_layout, f32
+from ..positions import sin_cos_labels
+from .common import SCORE_COLORSCALE, base_layout, f32, plot_text
 from .heatmap import MAX_CELLS_SIGNED, matrix_heatmap
 
 
@@ -60,28 +61,49 @@ def pe_similarity(table: np.ndarray, normalize: bool = False) -> np.ndarray:
 
 
 def positional_curves(table: np.ndarray, dims: Sequence[int], title: str | None = None,
-                      sinusoidal: bool = False) -> go.Figure:
-    """One line per chosen dimension over positions; with sinusoidal=True (e.g.
-    trace.positional_kind == "sinusoidal") the legend says sin (even) or cos (odd)."""
+                      sinusoidal: bool = False, start: int = 0,
+                      marks: Sequence[str] | None = None) -> go.Figure:
+    """One line per chosen dimension over positions start .. start + len(table) - 1.
+
+    sinusoidal=True: the legend says sin or cos per dimension, read from the table itself
+    (the paper interleaves sin/cos on even/odd dimensions; Marian puts every sin in the
+    first half and every cos in the second), falling back to even/odd when the table
+    matches neither closed form. marks: the input's tokens, drawn as points at positions
+    0 .. len(marks) - 1 on every curve (the positions this sentence uses).
+    """
     t = np.asarray(table)
-    pos = f32(np.arange(t.shape[0]))
+    pos = f32(np.arange(start, start + t.shape[0]))
+    labels = None
+    if sinusoidal:
+        labels = sin_cos_labels(t) or ["sin" if d % 2 == 0 else "cos" for d in range(t.shape[1])]
     fig = go.Figure()
+    shown = [] if marks is None else [p for p in range(len(marks)) if start <= p < start + len(t)]
     for d in dims:
-        name = f"dim {d}" + ((" (sin)" if d % 2 == 0 else " (cos)") if sinusoidal else "")
+        name = f"dim {d}" + (f" ({labels[d]})" if labels else "")
         fig.add_trace(go.Scatter(
             x=pos, y=f32(t[:, d]), mode="lines", name=name, meta={"dim": int(d)},
             hovertemplate=f"dim {d}, pos %{{x}}: %{{y:.4f}}<extra></extra>"))
+        if shown:
+            fig.add_trace(go.Scatter(
+                x=f32(shown), y=f32(t[[p - start for p in shown], d]), mode="markers",
+                name=f"dim {d}: this input", showlegend=False, meta={"dim": int(d), "marks": True},
+                text=[plot_text(marks[p]) for p in shown], marker=dict(size=7),
+                hovertemplate=f"dim {d}, pos %{{x}} (%{{text}}): %{{y:.4f}}<extra></extra>"))
+    if shown:
+        fig.add_vrect(x0=shown[0] - 0.5, x1=shown[-1] + 0.5, fillcolor="#fdd835", opacity=0.2,
+                      line_width=0, annotation_text="this input", annotation_position="top left")
     fig.update_xaxes(title="position")
     fig.update_yaxes(title="PE value")
     return base_layout(fig, title or "Positional encoding by dimension")
 
 
-def positional_heatmap(table: np.ndarray, title: str | None = None) -> go.Figure:
-    """Position (rows, top to bottom) x dimension (columns) heatmap."""
+def positional_heatmap(table: np.ndarray, title: str | None = None, start: int = 0
+                       ) -> go.Figure:
+    """Position (rows, top to bottom, from `start`) x dimension (columns) heatmap."""
     t = f32(table)
     lim = float(np.max(np.abs(t))) if t.size else 1.0
     fig = go.Figure(go.Heatmap(
-        z=t, colorscale=SCORE_COLORSCALE, zmin=-lim, zmax=lim,
+        z=t, colorscale=SCORE_COLORSCALE, zmin=-lim, zmax=lim, y0=start, dy=1,
         hovertemplate="pos %{y}, dim %{x}: %{z:.4f}<extra></extra>",
         colorbar=dict(thickness=12)))
     fig.update_xaxes(title="dimension")
@@ -110,12 +132,12 @@ def wavelength_figure(table: np.ndarray | None = None, d_model: int | None = Non
     return base_layout(fig, title or name)
 
 
-def similarity_figure(table: np.ndarray, normalize: bool = False, title: str | None = None
-                      ) -> go.Figure:
+def similarity_figure(table: np.ndarray, normalize: bool = False, title: str | None = None,
+                      start: int = 0) -> go.Figure:
     """PE(p)·PE(q) heatmap. Constant along diagonals for sinusoids (depends on p - q only)."""
     sim = pe_similarity(table, normalize)
     lim = float(np.max(np.abs(sim))) if sim.size else 1.0
-    labels = [str(p) for p in range(sim.shape[0])]
+    labels = [str(start + p) for p in range(sim.shape[0])]
     return matrix_heatmap(
         sim, labels, labels, title=title or ("cos(PE(p), PE(q))" if normalize
                                              else "PE(p) · PE(q)"),

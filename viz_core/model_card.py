@@ -1,0 +1,57 @@
+"""A model's info() and card.json as readable rows (the Home page's model card)."""
+
+from __future__ import annotations
+
+import json
+
+LABELS = {
+    "name": "Name", "kind": "Kind", "family": "Family", "device": "Device",
+    "layers": "Encoder layers (or layers)", "decoder_layers": "Decoder layers",
+    "heads": "Heads per layer", "kv_heads": "Key/value heads", "d_model": "Width d_model",
+    "parameters": "Parameters", "positional": "Positions", "scores": "Pre-softmax scores",
+    "path": "Loaded from", "max_tokens": "Longest input (tokens)",
+}
+KIND_WORDS = {"encoder-decoder": "encoder–decoder (translation-style)",
+              "encoder-only": "encoder only (BERT-style)",
+              "decoder-only": "decoder only (GPT-style)"}
+
+
+def readable(key: str, value) -> str:
+    """One value as text a person reads: 22,713,216; yes/no; lists joined; dicts as JSON."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int) and key in ("parameters", "max_tokens"):
+        return f"{value:,}"
+    if key == "kind" and value in KIND_WORDS:
+        return KIND_WORDS[value]
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value)
+    if isinstance(value, dict):
+        return json.dumps(value, ensure_ascii=False, default=str)
+    return "—" if value is None or value == "" else str(value)
+
+
+def model_card_rows(info: dict, card: dict | None = None) -> list[dict[str, str]]:
+    """[{"field", "value"}]: info() first in a fixed order, then card fields (no examples
+    or description, which the page shows elsewhere). Values are plain text."""
+    rows = [{"field": LABELS.get(k, k.replace("_", " ").capitalize()), "value": readable(k, v)}
+            for k, v in sorted(info.items(), key=lambda kv: (list(LABELS).index(kv[0])
+                                                             if kv[0] in LABELS else 99))]
+    for k, v in (card or {}).items():
+        if k in ("description", "examples", "name") or k in info:
+            continue
+        rows.append({"field": k.replace("_", " ").capitalize(), "value": readable(k, v)})
+    return rows
+
+
+def model_metrics(info: dict) -> list[tuple[str, str]]:
+    """The four numbers a card leads with."""
+    layers = info.get("layers") or 0
+    dec = info.get("decoder_layers") or 0
+    depth = f"{layers} + {dec}" if layers and dec and info.get("kind") == "encoder-decoder" \
+        else str(layers or dec or "—")
+    params = info.get("parameters")
+    size = "—" if not isinstance(params, int) else (
+        f"{params / 1e6:.1f} M" if params >= 1e6 else f"{params / 1e3:.0f} k")
+    return [("Layers", depth), ("Heads", str(info.get("heads", "—"))),
+            ("d_model", str(info.get("d_model", "—"))), ("Parameters", size)]
