@@ -30,7 +30,7 @@ def loaded(tmp_path_factory):
 
 
 def reference(model, k, n, lp, es):
-    ids = torch.tensor([model._tokenize(TEXT)["input_ids"]])
+    ids = torch.tensor([model.tokenizer(TEXT)["input_ids"]], device=model.device)
     kwargs = {}
     if model.hf_model.generation_config.pad_token_id is None:
         kwargs["pad_token_id"] = model.pad_id
@@ -57,7 +57,7 @@ def test_public_path_matches_generate(loaded, family, k, lp, es):
         assert h.score == pytest.approx(float(score), rel=1e-5, abs=1e-6)
         special = set(tree.settings["eos_ids"]) | set(model.tokenizer.all_special_ids)
         assert h.token_ids == [t for t in ours if t not in special]
-        assert h.tokens == model._shown(h.token_ids)
+        assert h.tokens == model.shown_tokens(h.token_ids)
         assert h.text == model.tokenizer.decode(ours, skip_special_tokens=True)
     assert tree.attention_kind == ("self" if family == "gpt2" else "cross")
     n = next(n for n in tree.nodes if n.status == "kept")
@@ -67,7 +67,7 @@ def test_public_path_matches_generate(loaded, family, k, lp, es):
 def test_public_path_prefix_and_ablation(loaded):
     model = loaded("bart")
     tree = model.beam_search(TEXT, beam_size=3, max_len=8, prefix=" the cat")
-    prefix_ids = model._tokenize(" the cat", special=False)["input_ids"]
+    prefix_ids = model.tokenizer(" the cat", add_special_tokens=False)["input_ids"]
     for h in tree.hypotheses:
         assert [n.token_id for n in tree.path(h.node_id)][:len(prefix_ids)] == prefix_ids
     plain = model.beam_search(TEXT, beam_size=2, max_len=5)
@@ -82,4 +82,4 @@ def test_public_path_beam_1_is_greedy(loaded):
     for family in ("bart", "gpt2"):
         model = loaded(family)
         tree = model.beam_search(TEXT, beam_size=1, max_len=10)
-        assert tree.hypotheses[0].text == model.greedy(TEXT, max_new=10)
+        assert tree.hypotheses[0].text == model.trace(TEXT, max_new=10).output_text

@@ -13,7 +13,9 @@ import pytest
 import torch
 
 from viz_core.beam_tree import NODE_STATUSES, BeamTree
-from viz_core.decoding import HFStepper, attention_key_labels, beam_search, search_with
+from viz_core.backends.hf import stepper_for
+from viz_core.capture import register_with_transformers
+from viz_core.decoding import attention_key_labels, beam_search, search_with
 from viz_core.errors import InputError
 from viz_core.toy import toy_model
 
@@ -33,7 +35,7 @@ def tiny_bart(seed: int, eos_bias: float = 0.0):
                      encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32,
                      decoder_ffn_dim=32, max_position_embeddings=64, bos_token_id=0,
                      pad_token_id=1, eos_token_id=EOS, decoder_start_token_id=EOS,
-                     forced_eos_token_id=EOS, attn_implementation="eager")
+                     forced_eos_token_id=EOS, attn_implementation=register_with_transformers())
     torch.manual_seed(seed)
     model = BartForConditionalGeneration(cfg).eval()
     with torch.no_grad():
@@ -46,7 +48,7 @@ def tiny_gpt2(seed: int, eos_bias: float = 0.0):
 
     cfg = GPT2Config(vocab_size=40, n_embd=16, n_layer=2, n_head=2, n_positions=64,
                      bos_token_id=0, eos_token_id=EOS, pad_token_id=1,
-                     attn_implementation="eager")
+                     attn_implementation=register_with_transformers())
     torch.manual_seed(seed)
     model = GPT2LMHeadModel(cfg).eval()
     with torch.no_grad():  # an untied head with a bias, to push the EOS logit up
@@ -70,7 +72,7 @@ def hf_reference(model, ids, k, n, lp, es):
 
 
 def our_search(model, ids, k, n, lp, es, num_return=None):
-    st = HFStepper(model, ids, max_new=n, beams=k, length_penalty=lp, early_stopping=es)
+    st = stepper_for(model, ids, max_new=n, beams=k, length_penalty=lp, early_stopping=es)
     settings = dict(beam_size=k, max_len=n, length_penalty=lp, early_stopping=es,
                     num_return=num_return or k)
     return st, search_with(st, settings)

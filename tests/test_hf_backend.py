@@ -103,7 +103,8 @@ def test_minilm_capture_and_blocks_options(minilm):
     trace = minilm.trace("The cat sat.", capture=("pattern",), blocks=["encoder.2.self"])
     assert trace.blocks == ["encoder.2.self"]
     b = trace["encoder.2.self"]
-    assert b.scores is None and b.q is None and b.z is None
+    assert b.v is None and b.z is None  # not asked for; q, k (hence scores) always kept
+    assert b.scores is not None and b.q is not None
     assert minilm.trace("The cat sat.", blocks=lambda n: n.endswith("0.self")).blocks == [
         "encoder.0.self"]
 
@@ -180,11 +181,11 @@ def test_folder_without_config_is_an_error(tmp_path):
 
 
 def test_unsupported_architecture_lists_families(tmp_path):
-    from transformers import ElectraConfig
+    from transformers import XLNetConfig
 
-    ElectraConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                  intermediate_size=16).save_pretrained(tmp_path)
-    with pytest.raises(ModelLoadError, match="electra") as err:
+    XLNetConfig(vocab_size=50, d_model=16, n_layer=1, n_head=2, d_inner=16
+                ).save_pretrained(tmp_path)
+    with pytest.raises(ModelLoadError, match="xlnet") as err:
         vc.load(str(tmp_path))
-    for family in ("BERT", "GPT-2", "BART", "T5", "Marian"):
+    for family in ("bert", "gpt2", "bart", "t5", "marian", "llama", "mistral", "qwen2"):
         assert family in str(err.value)

@@ -111,16 +111,18 @@ def test_blocks_match_transformers(tiny, family):
             assert (b.pattern[:, causal] == 0).all()  # exactly zero, not just small
         else:
             assert not b.mask.any()
-    assert (trace["encoder.0.self" if ours.kind != "decoder-only" else "decoder.0.self"]
-            .scores is None) == (family not in SCORED)
+    # every family has scores now: the attention interface hands over q and k
+    assert trace["encoder.0.self" if ours.kind != "decoder-only" else "decoder.0.self"
+                 ].scores is not None
 
 
-@pytest.mark.parametrize("family", SCORED)
+@pytest.mark.parametrize("family", FAMILIES)
 def test_scores_reproduce_pattern(tiny, family):
     ours, *_ = tiny(family)
     traces = [ours.trace("the quick brown fox jumps")]
+    targets = ["dog", "the cat sat"] if ours.kind == "encoder-decoder" else None
     traces += ours.trace_batch(["the cat", "the quick brown fox jumps over the lazy dog"],
-                               capture=("pattern", "scores", "v", "z"))
+                               targets, capture=("pattern", "scores", "v", "z"))
     for trace in traces:
         for name in trace.blocks:
             b = trace[name]

@@ -85,7 +85,9 @@ def test_long_input_is_truncated_with_a_warning(encdec):
 def test_capture_selection_keeps_only_what_is_asked(encdec):
     t = encdec.trace("the cat", capture=("pattern",), blocks=["decoder.cross"])
     assert t.blocks == ["decoder.0.cross", "decoder.1.cross"]
-    assert t["decoder.0.cross"].scores is None and t["decoder.0.cross"].q is None
+    b = t["decoder.0.cross"]
+    assert b.v is None and b.z is None  # not asked for; q and k are always kept (lazy)
+    assert b.is_lazy and "pattern" not in b._cache  # nothing N x N before a read
 
 
 def test_ablation_is_per_call(encdec):

@@ -418,3 +418,16 @@ def _kv_heads_of(module, cfg, heads: dict[str, int]) -> int:
         return n // group
     value = getattr(cfg, "num_key_value_heads", None)
     return int(value) if isinstance(value, int) and value > 0 else n
+
+
+def stepper_for(hf_model, input_ids: torch.Tensor, **options) -> HFStepper:
+    """An HFStepper over any supported Hugging Face model loaded with
+    ``attn_implementation="attention_lab"`` (block names from its family adapter)."""
+    from .families import family_for
+
+    adapter = family_for(getattr(hf_model.config, "model_type", None))
+    modules = adapter.block_modules(hf_model)
+    kind = "cross" if adapter.architecture == "encoder-decoder" else "self"
+    names = {id(m): n for n, m in modules.items()}
+    blocks = [n for n in modules if n.startswith("decoder.") and n.endswith(kind)]
+    return HFStepper(hf_model, input_ids, block_names=names, attention_blocks=blocks, **options)
