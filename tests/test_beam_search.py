@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from viz_core.beam_tree import NODE_STATUSES, BeamTree
 from viz_core.backends.hf import stepper_for
+from viz_core.beam_tree import NODE_STATUSES, BeamTree
 from viz_core.capture import register_with_transformers
 from viz_core.decoding import attention_key_labels, beam_search, search_with
 from viz_core.errors import InputError

@@ -21,7 +21,7 @@ from streamlit.testing.v1 import AppTest
 import viz_core as vc
 from tests.hf_tiny import make_tiny_bert
 from tests.test_app import APP
-from viz_core.backends import hf, hf_load, native
+from viz_core.backends import hf_load, native
 from viz_core.policy import Policy, safetensors_parameters
 from viz_core.toy import save_toy
 

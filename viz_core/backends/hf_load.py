@@ -11,8 +11,6 @@ import os
 import re
 from pathlib import Path
 
-import torch
-
 from ..capture import register_with_transformers
 from ..device import pick_device, pick_dtype
 from ..errors import ModelLoadError
