@@ -1,0 +1,94 @@
+"""The Head atlas page (AppTest): opens a finished atlas; its links carry the Attention
+page's URL state; bad directories give a message, not a traceback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from viz_core.atlas import AtlasConfig, run_atlas
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+TIMEOUT = 90
+
+
+@pytest.fixture(scope="module")
+def atlas_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("atlas_page")
+    (d / "lines.txt").write_text("the red cat\ni do not\nthe dog sees the cat\n")
+    out = d / "run"
+    run_atlas(AtlasConfig(model="lm", data=str(d / "lines.txt"), out=str(out), engine="local",
+                          probe=4, shard_size=4, threads=1))
+    return out
+
+
+def open_page(monkeypatch, tmp_path, **params) -> AppTest:
+    monkeypatch.setenv("ATTENTION_LAB_ATLAS_DIR", str(tmp_path / "home"))  # no recent runs
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    for key, value in params.items():
+        at.query_params[key] = str(value)
+    at.switch_page("pages/atlas.py")
+    return at.run()
+
+
+def no_errors(at) -> None:
+    assert not at.exception, [e.message for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def test_page_opens_a_finished_atlas_and_links_open_the_attention_page(
+        atlas_dir, monkeypatch, tmp_path):
+    at = open_page(monkeypatch, tmp_path, model="lm", atlas=atlas_dir, alayer=1, ahead=2,
+                   arole="previous")
+    no_errors(at)
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    role_map = specs[0]
+    assert role_map["data"][0]["type"] == "heatmap"
+    assert role_map["data"][0]["z"]["shape"].replace(" ", "") == "2,4"  # layers x heads
+    table = at.dataframe[0].value
+    assert 1 <= len(table) <= 5
+    for link in table["open"]:
+        url = urlsplit(link)
+        q = {k: v[0] for k, v in parse_qs(url.query).items()}
+        assert url.path == "attention"
+        assert q["model"] == "lm" and q["kind"] == "decoder.self"
+        assert q["layer"] == "1" and q["head"] == "2"
+        assert q["text"] in ("the red cat", "i do not", "the dog sees the cat")
+    assert table["text"].tolist()[0] in ("the red cat", "i do not", "the dog sees the cat")
+    assert at.query_params["alayer"] in ("1", ["1"])
+    # another head: the table follows
+    at.number_input(key="atlas_head").set_value(0).run()
+    no_errors(at)
+    q = parse_qs(urlsplit(at.dataframe[0].value["open"][0]).query)
+    assert q["head"] == ["0"]
+
+
+def test_page_explains_a_folder_that_is_no_atlas(monkeypatch, tmp_path):
+    at = open_page(monkeypatch, tmp_path, model="lm", atlas=tmp_path)
+    assert not at.exception
+    assert any("not an atlas directory" in e.value for e in at.error)
+
+
+def test_page_without_an_atlas_says_how_to_make_one(monkeypatch, tmp_path):
+    at = open_page(monkeypatch, tmp_path, model="lm")
+    no_errors(at)
+    assert any("python -m viz_core.atlas" in i.value for i in at.info)
+
+
+def test_page_runs_a_small_atlas_and_shows_it(monkeypatch, tmp_path):
+    at = open_page(monkeypatch, tmp_path, model="lm")
+    at.text_area(key="atlas_lines").input("the red cat\nthe dog sees the cat")
+    at.selectbox(key="atlas_engine").set_value("local")
+    at.number_input(key="atlas_probe").set_value(4)
+    at.button(key="atlas_run").click().run()
+    no_errors(at)
+    runs = list((tmp_path / "home").iterdir())
+    assert len(runs) == 1 and (runs[0] / "atlas.json").is_file()
+    assert at.text_input(key="atlas_dir").value == str(runs[0])
+    info = json.loads((runs[0] / "atlas.json").read_text())
+    assert info["complete"] and info["examples"] == 2 and info["probe_examples"] == 4
+    assert at.get("plotly_chart") and len(at.dataframe[0].value) >= 1

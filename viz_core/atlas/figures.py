@@ -1,0 +1,151 @@
+"""Plotly figures of an atlas: the layer x head role map, one score's map, distributions.
+
+Matrix orientation as everywhere in the app: layers are rows (layer 0 on top), heads are
+columns; integer axes, so no two labels can merge.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from .roles import ROLE_LABELS, ROLES
+from .summary import BINS
+
+DOMINANT = (*ROLES, "mixed")
+COLORS = {"previous": "#1f77b4", "duplicate": "#9467bd", "induction": "#d62728",
+          "first": "#7f7f7f", "delimiter": "#8c564b", "current": "#2ca02c",
+          "local": "#17becf", "broad": "#bcbd22", "mixed": "#e5e5e5"}
+LABELS = {**ROLE_LABELS, "mixed": "mixed / unclear"}
+
+
+def _grid(summary: pd.DataFrame, kind: str, column: str):
+    part = summary[summary["kind"] == kind]
+    n_layers, n_heads = int(part["layer"].max()) + 1, int(part["head"].max()) + 1
+    grid = np.full((n_layers, n_heads), np.nan, dtype=object if column == "dominant" else
+                   np.float32)
+    for layer, head, value in part[["layer", "head", column]].itertuples(index=False):
+        grid[int(layer), int(head)] = value
+    return grid, part
+
+
+def _hover(part: pd.DataFrame, n_layers: int, n_heads: int) -> np.ndarray:
+    text = np.full((n_layers, n_heads), "", dtype=object)
+    for r in part.to_dict("records"):
+        scores = "<br>".join(f"{LABELS[k]}: {r[k]:.2f}" if np.isfinite(r[k]) else
+                             f"{LABELS[k]}: –" for k in ROLES)
+        text[int(r["layer"]), int(r["head"])] = (
+            f"layer {r['layer']}, head {r['head']}<br><b>{LABELS[r['dominant']]}</b><br>"
+            f"{scores}<br>mean distance {r['distance']:.2f} tokens · {int(r['n'])} examples")
+    return text
+
+
+def _layout(fig: go.Figure, n_layers: int, n_heads: int, title: str) -> go.Figure:
+    fig.update_layout(title=title, height=max(220, 60 + 34 * n_layers),
+                      margin=dict(l=60, r=20, t=50, b=40))
+    fig.update_xaxes(title="head", tickmode="array", tickvals=list(range(n_heads)))
+    fig.update_yaxes(title="layer", tickmode="array", tickvals=list(range(n_layers)),
+                     autorange="reversed")
+    return fig
+
+
+def role_map(summary: pd.DataFrame, kind: str) -> go.Figure:
+    """Layer x head map coloured by each head's dominant role (a discrete legend)."""
+    dom, part = _grid(summary, kind, "dominant")
+    n_layers, n_heads = dom.shape
+    present = [r for r in DOMINANT if (dom == r).any()]
+    index = {r: i for i, r in enumerate(present)}
+    z = np.array([[index.get(v, np.nan) for v in row] for row in dom], dtype=np.float32)
+    n = max(len(present), 1)
+    scale = []
+    for i, r in enumerate(present):  # one flat band per role
+        scale += [[i / n, COLORS[r]], [(i + 1) / n, COLORS[r]]]
+    fig = go.Figure(go.Heatmap(
+        z=z, x=list(range(n_heads)), y=list(range(n_layers)), zmin=-0.5, zmax=n - 0.5,
+        colorscale=scale or [[0, "#eee"], [1, "#eee"]], text=_hover(part, n_layers, n_heads),
+        hovertemplate="%{text}<extra></extra>", xgap=2, ygap=2,
+        colorbar=dict(tickvals=list(range(n)), ticktext=[LABELS[r] for r in present],
+                      title="dominant role")))
+    return _layout(fig, n_layers, n_heads, "Dominant role of every head")
+
+
+def score_map(summary: pd.DataFrame, kind: str, role: str) -> go.Figure:
+    """Layer x head map of one role's mean score (0..1)."""
+    grid, part = _grid(summary, kind, role)
+    n_layers, n_heads = grid.shape
+    fig = go.Figure(go.Heatmap(
+        z=grid.astype(np.float32), x=list(range(n_heads)), y=list(range(n_layers)), zmin=0,
+        zmax=1, colorscale="Viridis", text=_hover(part, n_layers, n_heads),
+        hovertemplate="%{text}<extra></extra>", xgap=2, ygap=2,
+        colorbar=dict(title="score")))
+    return _layout(fig, n_layers, n_heads, f"{LABELS[role]}: mean score per head")
+
+
+def head_distribution(hist: pd.DataFrame, kind: str, layer: int, head: int,
+                      roles=ROLES) -> go.Figure:
+    """Histogram over examples of one head's score for each role."""
+    fig = go.Figure()
+    centers = (np.arange(BINS) + 0.5) / BINS
+    part = hist[(hist["kind"] == kind) & (hist["layer"] == layer) & (hist["head"] == head)]
+    for r in part.to_dict("records"):
+        if r["role"] not in roles:
+            continue
+        counts = np.asarray(r["counts"], np.float32)
+        share = counts / counts.sum() if counts.sum() else counts
+        fig.add_bar(x=centers, y=share, name=LABELS[r["role"]], width=1 / BINS,
+                    marker_color=COLORS[r["role"]], opacity=0.75)
+    fig.update_layout(barmode="overlay", height=320, margin=dict(l=50, r=20, t=50, b=40),
+                      title=f"Layer {layer}, head {head}: score across examples")
+    fig.update_xaxes(title="score", range=[0, 1])
+    fig.update_yaxes(title="share of examples")
+    return fig
+
+
+def heads_distribution(summary: pd.DataFrame, kind: str, role: str) -> go.Figure:
+    """Histogram over heads of one role's mean score."""
+    v = summary.loc[summary["kind"] == kind, role].to_numpy(np.float32)
+    v = v[np.isfinite(v)]
+    fig = go.Figure(go.Histogram(x=v, xbins=dict(start=0, end=1, size=1 / BINS),
+                                 marker_color=COLORS[role]))
+    fig.update_layout(height=260, margin=dict(l=50, r=20, t=50, b=40),
+                      title=f"{LABELS[role]}: mean score of every head")
+    fig.update_xaxes(title="mean score", range=[0, 1])
+    fig.update_yaxes(title="heads")
+    return fig
+
+
+def attention_link(model: str, text: str, kind: str, layer: int, head: int,
+                   target: str | None = None, page: str = "attention") -> str:
+    """Relative URL of the Attention page showing this example and head (its URL state)."""
+    params = {"model": model, "text": text, "kind": kind, "layer": int(layer),
+              "head": int(head)}
+    if target:
+        params["target"] = target
+    return f"{page}?{urlencode(params)}"
+
+
+def top_table(atlas, kind: str, layer: int, head: int, role: str) -> pd.DataFrame:
+    """The head's top examples for one role: rank, score, the query token where it peaks,
+    the text, and a link that opens the example and head on the Attention page."""
+    top = atlas.top
+    rows = top[(top["kind"] == kind) & (top["layer"] == layer) & (top["head"] == head)
+               & (top["role"] == role)].sort_values("rank")
+    if rows.empty:
+        return pd.DataFrame(columns=["rank", "score", "peak", "text", "open"])
+    ex = atlas.examples(rows["example"].tolist())
+    model = atlas.info.get("model") or ""
+    out = []
+    for r in rows.to_dict("records"):
+        e = ex.loc[r["example"]]
+        toks = list(e["tokens"] if kind.startswith("encoder") or not len(e["target_tokens"])
+                    else e["target_tokens"])
+        peak = int(r["peak"])
+        where = f"{peak}·{toks[peak]}" if 0 <= peak < len(toks) else str(peak)
+        target = e["target"] if isinstance(e["target"], str) else None
+        out.append({"rank": int(r["rank"]) + 1, "score": round(float(r["score"]), 4),
+                    "peak": where, "text": e["text"][:200],
+                    "open": attention_link(model, e["text"], kind, layer, head, target)})
+    return pd.DataFrame(out)
