@@ -105,7 +105,7 @@ def test_gpu_oom_falls_back_to_cpu_with_a_notice(monkeypatch, method):
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model = vc.load(vc.shipped_models()[0], device)
     reference = getattr(vc.load(vc.shipped_models()[0], "cpu"), method)("9 may 2018")
-    calls = _raise_once(type(model), method, monkeypatch)
+    calls = _raise_once(type(model.backend), method, monkeypatch)
     result = getattr(model, method)("9 may 2018")
     assert calls["n"] == 2  # failed once, retried once
     assert str(model.device) == "cpu" and next(model.model.parameters()).device.type == "cpu"
@@ -125,7 +125,7 @@ def test_other_errors_are_not_swallowed(monkeypatch):
     def broken(self, *args, **kwargs):
         raise ValueError("not an OOM")
 
-    monkeypatch.setattr(type(model), "trace", broken)
+    monkeypatch.setattr(type(model.backend), "trace", broken)
     with pytest.raises(ValueError):
         model.trace("9 may 2018")
     assert not model.notices

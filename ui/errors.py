@@ -24,10 +24,15 @@ def literal(text) -> str:
 
 @contextmanager
 def reported(what: str):
-    """Run a block; a VizError becomes st.error(message), anything else a short apology."""
+    """Run a block; a VizError becomes st.error(message), anything else a short apology.
+
+    The user sees only the message; the log gets the traceback of anything unexpected and
+    the cause of a VizError raised from another exception (``raise ... from err``)."""
     try:
         yield
     except vc.VizError as err:
+        if err.__cause__ is not None:  # a failure told in short (e.g. loading): log its cause
+            log.warning("%s failed: %s", what, err, exc_info=err)
         st.error(literal(err), icon="⚠️")
         st.stop()
     except Exception as err:  # noqa: BLE001 - the user sees a message, the log the details

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import streamlit as st
+from streamlit import config
 
 import viz_core as vc
 from viz_core.loading import CHECKPOINTS
 from viz_core.policy import BUILTIN_HF, Policy, set_default_policy
 
 from . import state
-from .errors import literal, reported
+from .errors import literal, log, reported
 from .runs import TraceRequest, get_model, run_trace
 
 MINILM = "minilm"
@@ -43,18 +45,41 @@ def describe(name: str) -> str:
         return ""
 
 
+def _secrets_files() -> list[Path]:
+    """The secrets files this server reads (.streamlit/secrets.toml, ~/.streamlit/...)."""
+    files = config.get_option("secrets.files") or []
+    return [Path(f) for f in ([files] if isinstance(files, str) else files)]
+
+
+def secret_settings() -> dict:
+    """Deployment settings from the secrets: the [attention_lab] table and top-level
+    ATTENTION_LAB_* keys. No secrets file: {} (environment only). A file that exists but
+    cannot be read (a TOML typo, a table that is not a table) stops the app with a message:
+    carrying on would silently drop the deployment's model restrictions."""
+    try:
+        secrets = st.secrets
+        table = secrets.get("attention_lab", {})
+        settings = {str(k): v for k, v in dict(table).items()}
+        settings.update({k: v for k, v in secrets.items() if k.startswith("ATTENTION_LAB_")})
+        return settings
+    except FileNotFoundError:  # Streamlit raises it for a missing *and* an unparsable file
+        if not any(f.is_file() or (f.is_dir() and any(f.iterdir())) for f in _secrets_files()):
+            return {}  # no secrets file at all: the environment alone decides
+        log.exception("the secrets file could not be read")
+    except (TypeError, ValueError):
+        log.exception("the [attention_lab] settings in the secrets could not be read")
+    st.error("This deployment's settings file (.streamlit/secrets.toml) could not be read, so "
+             "the app stopped rather than run without its model restrictions. Check the "
+             "file's TOML syntax (the server log has the details) and that [attention_lab] "
+             "is a table.", icon="⚠️")
+    st.stop()
+
+
 def deployment_policy() -> Policy:
     """ATTENTION_LAB_* environment variables, overridden by an [attention_lab] table (or
     top-level ATTENTION_LAB_* keys) in .streamlit/secrets.toml when there is one. Also made
     viz_core's default, so vc.load enforces the same policy (sizes before allocation)."""
-    overrides = {}
-    try:
-        secrets = st.secrets
-        table = secrets.get("attention_lab", {})
-        overrides.update({str(k): v for k, v in dict(table).items()})
-        overrides.update({k: v for k, v in secrets.items() if k.startswith("ATTENTION_LAB_")})
-    except Exception:  # noqa: BLE001 - no secrets.toml (FileNotFoundError etc.): env only
-        pass
+    overrides = secret_settings()
     with reported("reading the deployment settings"):
         policy = Policy.from_env(overrides=overrides)
     set_default_policy(policy)

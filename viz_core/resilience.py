@@ -1,16 +1,17 @@
 """GPU out-of-memory fallback, and text no tokenizer chokes on, for every loaded model.
 
-vc.load wraps every model it returns with ``guard``: its ``trace``, ``trace_batch`` and
-``beam_search`` catch ``torch.cuda.OutOfMemoryError``, move the (shared) model to the CPU
-once, retry, and add a notice to the result's warnings. The model stays on the CPU from then
-on and says so in ``model.notices``, so every later session sees why it is slower.
-The same wrapper replaces lone surrogates in the text arguments by U+FFFD (with a warning):
-Python callers can pass them, and Hugging Face's Rust tokenizers raise TypeError on them.
+vc.load returns every model wrapped in a ``GuardedModel`` (``guard(backend)``): its
+``trace``, ``trace_batch`` and ``beam_search`` catch ``torch.cuda.OutOfMemoryError``, move the
+(shared) model to the CPU once, retry, and add a notice to the result's warnings. The model
+stays on the CPU from then on and says so in ``model.notices``, so every later session sees
+why it is slower. The same wrapper replaces lone surrogates in the text arguments by U+FFFD
+(with a warning): Python callers can pass them, and Hugging Face's Rust tokenizers raise
+TypeError on them. Everything else (info(), kind, hf_model, cfg, tokenizer, ...) is the
+wrapped backend's own: the wrapper replaces none of the backend's methods.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 
@@ -18,7 +19,6 @@ import torch
 
 log = logging.getLogger("attention_lab")
 
-GUARDED = ("trace", "trace_batch", "beam_search")
 OOM_NOTICE = ("The GPU ran out of memory, so this model was moved to the CPU and the run "
               "was repeated there (slower, same results).")
 
@@ -32,21 +32,21 @@ def is_oom(err: BaseException) -> bool:
     return isinstance(err, RuntimeError) and "out of memory" in str(err).lower()
 
 
-def _module(model) -> torch.nn.Module | None:
+def _module(backend) -> torch.nn.Module | None:
     for attr in ("hf_model", "model"):
-        m = getattr(model, attr, None)
+        m = getattr(backend, attr, None)
         if isinstance(m, torch.nn.Module):
             return m
     return None
 
 
-def move_to_cpu(model) -> None:
-    """Move a backend's weights to the CPU (idempotent, one thread at a time)."""
+def move_to_cpu(model: GuardedModel) -> None:
+    """Move a guarded model's weights to the CPU (idempotent, one thread at a time)."""
     with _lock:
-        module = _module(model)
+        module = _module(model.backend)
         if module is not None:
             module.to("cpu")
-        model.device = torch.device("cpu")
+        model.backend.device = torch.device("cpu")
         if OOM_NOTICE not in model.notices:
             model.notices.append(OOM_NOTICE)
         if torch.cuda.is_available():
@@ -73,12 +73,13 @@ def _has_surrogate(text: str) -> bool:
     return any(0xD800 <= ord(c) <= 0xDFFF for c in text)
 
 
-def clean_text(value):
-    """Lone surrogates (no UTF-8 can carry them; Rust tokenizers reject them) -> U+FFFD."""
+def replace_surrogates(value) -> tuple[object, bool]:
+    """Lone surrogates (no UTF-8 can carry them; Rust tokenizers reject them) -> U+FFFD, in a
+    string or a list/tuple of strings; -> (value, whether anything was replaced)."""
     if isinstance(value, str) and _has_surrogate(value):
         return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in value), True
     if isinstance(value, (list, tuple)):
-        cleaned = [clean_text(v) for v in value]
+        cleaned = [replace_surrogates(v) for v in value]
         return type(value)(c for c, _ in cleaned), any(f for _, f in cleaned)
     return value, False
 
@@ -87,47 +88,101 @@ def _clean_args(args: tuple, kwargs: dict) -> tuple[tuple, dict, bool]:
     changed = False
     out = []
     for i, value in enumerate(args):
-        value, flag = clean_text(value) if i < 2 else (value, False)  # source(s), target(s)
+        value, flag = replace_surrogates(value) if i < 2 else (value, False)  # source(s), target(s)
         out.append(value)
         changed |= flag
     for key in TEXT_ARGS:
         if key in kwargs:
-            kwargs[key], flag = clean_text(kwargs[key])
+            kwargs[key], flag = replace_surrogates(kwargs[key])
             changed |= flag
     return tuple(out), kwargs, changed
 
 
-def _guarded(model, name: str):
-    @functools.wraps(getattr(type(model), name))
-    def run(*args, **kwargs):
-        method = getattr(type(model), name)  # looked up per call (tests patch the class)
+class GuardedModel:
+    """A loaded backend with the GPU-OOM fallback and surrogate cleaning on its runs.
+
+    The run methods (trace, trace_batch, beam_search) go through ``_run``; the rest of the
+    Backend API is read from the wrapped backend, and so is any other attribute (``hf_model``,
+    ``cfg``, ``tokenizer`` ...) through ``__getattr__``. One instance is shared by every
+    session, like the backend it wraps.
+    """
+
+    def __init__(self, backend):
+        self.backend = backend
+        self.notices: list[str] = []  # shown under the model picker (e.g. moved to the CPU)
+
+    # ---- runs: guarded ------------------------------------------------------------------
+    def trace(self, *args, **kwargs):
+        return self._run("trace", args, kwargs)
+
+    def trace_batch(self, *args, **kwargs):
+        return self._run("trace_batch", args, kwargs)
+
+    def beam_search(self, *args, **kwargs):
+        return self._run("beam_search", args, kwargs)
+
+    def _run(self, method: str, args: tuple, kwargs: dict):
         args, kwargs, cleaned = _clean_args(args, dict(kwargs))
         try:
-            result = method(model, *args, **kwargs)
-            if cleaned:
-                _add_notice(result, SURROGATE_NOTICE)
-            return result
+            # looked up per call, so a method patched on the backend's class is the one used
+            result = getattr(self.backend, method)(*args, **kwargs)
         except Exception as err:  # noqa: BLE001 - only OOM is handled, the rest re-raised
             if not is_oom(err):
                 raise
-            log.warning("%s.%s: GPU out of memory; retrying on the CPU", model.name, name)
-        move_to_cpu(model)
-        result = method(model, *args, **kwargs)
-        _add_notice(result, OOM_NOTICE)
+            log.warning("%s.%s: GPU out of memory; retrying on the CPU", self.name, method)
+            move_to_cpu(self)
+            result = getattr(self.backend, method)(*args, **kwargs)
+            _add_notice(result, OOM_NOTICE)
         if cleaned:
             _add_notice(result, SURROGATE_NOTICE)
         return result
 
-    return run
+    # ---- the rest of the Backend API: the backend's own ----------------------------------
+    def info(self) -> dict:
+        return self.backend.info()
+
+    def examples(self) -> list[str]:
+        return self.backend.examples()
+
+    @property
+    def max_tokens(self) -> int:
+        return self.backend.max_tokens
+
+    @property
+    def kind(self) -> str:
+        return self.backend.kind
+
+    @property
+    def family(self) -> str:
+        return self.backend.family
+
+    @property
+    def name(self) -> str:
+        return self.backend.name
+
+    @property
+    def card(self) -> dict:
+        return self.backend.card
+
+    @property
+    def device(self):
+        return self.backend.device
+
+    @property
+    def can_generate(self) -> bool:
+        return self.backend.can_generate
+
+    def __getattr__(self, attr: str):
+        # only reached for attributes not found above; "backend" itself is never delegated
+        # (it is missing only while the object is being built or copied)
+        if attr == "backend":
+            raise AttributeError(attr)
+        return getattr(self.backend, attr)
+
+    def __repr__(self) -> str:
+        return f"GuardedModel({self.backend!r})"
 
 
-def guard(model):
-    """Give a loaded backend the OOM fallback (instance attributes; the class is untouched)."""
-    if getattr(model, "_oom_guarded", False):
-        return model
-    model.notices = []
-    for name in GUARDED:
-        if callable(getattr(type(model), name, None)):
-            setattr(model, name, _guarded(model, name))
-    model._oom_guarded = True
-    return model
+def guard(model) -> GuardedModel:
+    """Wrap a loaded backend with the OOM fallback (a guarded model is returned as it is)."""
+    return model if isinstance(model, GuardedModel) else GuardedModel(model)
