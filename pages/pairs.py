@@ -1,0 +1,64 @@
+"""Sentence pairs and BERT's input: [CLS]/[SEP], segments, and the three embeddings."""
+
+import streamlit as st
+
+from ui import state
+from ui.charts import chart
+from ui.controls import bounded_int
+from ui.page import selection, show_trace_messages
+from ui.pairs import embedding_parts, pair_trace
+from viz_core.embeddings import parts_rows
+from viz_core.figures.common import unique_labels
+from viz_core.figures.embeddings import (
+    embedding_norms_figure,
+    embedding_rows_figure,
+    segment_heatmap,
+)
+
+sel = selection()
+st.title("Sentence pairs and BERT's input")
+if sel.model.kind != "encoder-only":
+    st.info("Sentence pairs, segments and BERT's three embeddings apply to encoder-only "
+            "models: pick MiniLM (a BERT) or another BERT-family model in the sidebar.")
+    st.stop()
+st.markdown("BERT reads one sequence `[CLS] A [SEP] B [SEP]`. Every token's input is the sum "
+            "of three learned rows: its **token** embedding, its **segment** embedding (A or "
+            "B) and its **position** embedding; LayerNorm of that sum enters layer 0.")
+
+shown = state.widget_default("pair", state.url_text("pair", ""), typed=True)
+state.clean_state("pair", "second sentence")
+st.text_input("Second sentence (segment B)", shown, key="pair",
+              placeholder="optional: e.g. It was very tired.",
+              help="Leave empty for a single sentence.")
+pair = st.session_state.pair.strip() or None
+state.to_url(pair=st.session_state.pair)
+
+trace = pair_trace(sel, pair)
+show_trace_messages(trace)
+parts = embedding_parts(sel, pair)
+kind = trace.kinds()[0]
+layers = trace.layers(kind)
+c1, c2 = st.columns(2)
+layer = bounded_int("Layer", "pair_layer", 0, 0, len(layers) - 1, container=c1)
+head = bounded_int("Head", "pair_head", 0, 0, layers[layer].n_heads - 1, container=c2)
+state.show_notices()
+block = layers[layer]
+segments = parts.segments if len(parts.segments) == len(block.key_tokens) else \
+    [0] * len(block.key_tokens)
+chart(segment_heatmap(block.pattern[head], block.key_tokens, segments,
+                      title=f"{block.name} · head {head}"), key="pair_heatmap",
+      name=f"pair-{block.name}-h{head}")
+
+st.subheader("The input embedding, split")
+if not parts.has_segments:
+    st.caption("This model has no segment table (DistilBERT, RoBERTa with one type): the "
+               "segment part is zero.")
+st.dataframe(parts_rows(parts), hide_index=True, width="stretch")
+chart(embedding_norms_figure(parts), key="pair_norms", name="embedding-norms")
+labels = unique_labels(parts.tokens)
+state.widget_default("pair_token", state.url_int("pair_token", 0, 0, len(labels) - 1))
+st.session_state.pair_token = max(0, min(int(st.session_state.pair_token), len(labels) - 1))
+i = st.selectbox("Token", list(range(len(labels))), key="pair_token",
+                 format_func=lambda j: labels[j].replace("&lt;", "<").replace("&amp;", "&"))
+state.to_url(pair_token=i)
+chart(embedding_rows_figure(parts, i), key="pair_rows", name="embedding-rows")

@@ -1,0 +1,69 @@
+"""Sentence pairs and BERT's input: an attention heatmap with the segment stripe and bold
+special tokens, the norms of the three embedding parts, and one token's three rows."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from ..embeddings import EmbeddingParts, segment_runs
+from .common import SCORE_COLORSCALE, base_layout, f32, plot_text, unique_labels
+from .heatmap import matrix_heatmap
+
+SEGMENT_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd"]
+SPECIALS = {"[CLS]", "[SEP]", "<s>", "</s>", "[PAD]", "<pad>"}
+
+
+def segment_heatmap(pattern_head: np.ndarray, tokens: Sequence[str], segments: Sequence[int],
+                    title: str | None = None) -> go.Figure:
+    """One head's attention with the segment of every token as a coloured stripe above the
+    keys and left of the queries (A blue, B orange), and [CLS]/[SEP] ticks in bold."""
+    fig = matrix_heatmap(pattern_head, tokens, tokens, title=title or "attention")
+    if len(fig.data[0].x) != len(tokens):
+        return fig  # pooled: per-token stripes would not line up
+    for a, b, s in segment_runs(list(segments)):
+        color = SEGMENT_COLORS[s % len(SEGMENT_COLORS)]
+        label = "AB"[s] if s in (0, 1) else str(s)
+        fig.add_shape(type="rect", xref="x", yref="paper", x0=a - 0.5, x1=b - 0.5, y0=1.01,
+                      y1=1.05, fillcolor=color, line_width=0)
+        fig.add_shape(type="rect", xref="paper", yref="y", x0=-0.05, x1=-0.01, y0=a - 0.5,
+                      y1=b - 0.5, fillcolor=color, line_width=0)
+        fig.add_annotation(xref="x", yref="paper", x=(a + b - 1) / 2, y=1.05,
+                           text=f"segment {label}", showarrow=False, yanchor="bottom",
+                           font=dict(color=color))
+    for axis in (fig.layout.xaxis, fig.layout.yaxis):
+        if axis.ticktext:
+            axis.ticktext = [f"<b>{t}</b>" if t in SPECIALS else t for t in axis.ticktext]
+    fig.update_layout(margin=dict(t=90, l=90))
+    return fig
+
+
+def embedding_norms_figure(parts: EmbeddingParts) -> go.Figure:
+    """Grouped bars per token: ‖token‖, ‖segment‖, ‖position‖ and ‖sum‖."""
+    labels = unique_labels(parts.tokens)
+    norms = parts.norms()
+    fig = go.Figure()
+    for name in ("token", "segment", "position", "total"):
+        fig.add_trace(go.Bar(x=labels, y=f32(norms[name]),
+                             name="sum" if name == "total" else name,
+                             hovertemplate="%{x}: ‖" + name + "‖ = %{y:.3f}<extra></extra>"))
+    fig.update_xaxes(type="category", tickmode="array", tickvals=labels,
+                     ticktext=[plot_text(t) for t in parts.tokens], title="token")
+    fig.update_yaxes(title="L2 norm")
+    return base_layout(fig, "Norm of each part of the input embedding", barmode="group")
+
+
+def embedding_rows_figure(parts: EmbeddingParts, i: int) -> go.Figure:
+    """Token i's rows: token, segment, position, their sum and LayerNorm(sum), by dimension."""
+    rows = np.stack([parts.token[i], parts.segment[i], parts.position[i], parts.total[i],
+                     parts.normed[i]])
+    names = ["token", "segment", "position", "sum", "LayerNorm(sum)"]
+    lim = float(np.max(np.abs(rows[:4]))) or 1.0
+    fig = go.Figure(go.Heatmap(z=f32(rows), y=names, colorscale=SCORE_COLORSCALE, zmin=-lim,
+                               zmax=lim, hovertemplate="%{y}, dim %{x}: %{z:.4f}<extra></extra>"))
+    fig.update_yaxes(autorange="reversed")
+    fig.update_xaxes(title="dimension")
+    return base_layout(fig, f"{plot_text(parts.tokens[i])}: token + segment + position = sum",
+                       height=300)
