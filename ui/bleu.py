@@ -1,0 +1,24 @@
+"""The n-best list with sentence BLEU against the sidebar's target (for the Beam page)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from .charts import chart
+
+
+def show_nbest_bleu(tree, reference: str | None, key: str = "nbest_bleu") -> list[dict]:
+    """Table of the n-best with BLEU, p1..p4, BP and per-token log-probs, the definition,
+    and a chart of the log-probs. Returns the rows (for a CSV download)."""
+    from viz_core.bleu import DEFINITION, nbest_bleu_rows
+    from viz_core.figures.bleu import token_logprob_figure
+
+    rows = nbest_bleu_rows(tree, reference)
+    st.dataframe(rows, hide_index=True, width="stretch", key=key)
+    if reference and reference.strip():
+        st.caption(DEFINITION)
+    else:
+        st.caption("Type a target in the sidebar to score every hypothesis with sentence "
+                   "BLEU against it.")
+    chart(token_logprob_figure(tree), key=f"{key}_logprobs", name="nbest-logprobs")
+    return rows
