@@ -22,6 +22,7 @@ PAGES = [
     st.Page("pages/masks.py", title="Masks", icon=":material/visibility_off:", url_path="masks"),
     st.Page("pages/pretraining.py", title="Pretraining objectives", icon=":material/school:", url_path="pretraining"),
     st.Page("pages/pairs.py", title="Sentence pairs", icon=":material/join:", url_path="pairs"),
+    st.Page("pages/relative.py", title="Relative positions", icon=":material/straighten:", url_path="relative"),
     st.Page("pages/beam.py", title="Beam search", icon=":material/account_tree:",
             url_path="beam"),
     st.Page("pages/heads.py", title="Head analysis", icon=":material/analytics:",
