@@ -47,14 +47,14 @@ c1, c2, c3 = st.columns([2, 1, 1])
 state.widget_default("cmp_kind", state.url_choice("cmp_kind", common, common[0]))
 if st.session_state.cmp_kind not in common:
     st.session_state.cmp_kind = common[0]
-kind = c1.selectbox("Block", common, key="cmp_kind")
-n_layers = min(len(t.layers(kind)) for t in traces)
-n_heads = min(t.layers(kind)[0].n_heads for t in traces)
+block_kind = c1.selectbox("Block", common, key="cmp_kind")
+n_layers = min(len(t.layers(block_kind)) for t in traces)
+n_heads = min(t.layers(block_kind)[0].n_heads for t in traces)
 layer = bounded_int("Layer", "cmp_layer", 0, 0, n_layers - 1, container=c2)
 head = bounded_int("Head", "cmp_head", 0, 0, n_heads - 1, container=c3)
-state.to_url(cmp_kind=kind)
+state.to_url(cmp_kind=block_kind)
 state.show_notices()
-blocks = [t.layers(kind)[int(layer)] for t in traces]
+blocks = [t.layers(block_kind)[int(layer)] for t in traces]
 
 left, right = st.columns(2)
 for col, (name, text), t, b, key in zip((left, right), runs, traces, blocks, ("a", "b")):

@@ -5,7 +5,7 @@ import streamlit as st
 
 from ui import state
 from ui.charts import chart, download
-from ui.controls import KIND_LABELS, open_head
+from ui.controls import block_kind_label, open_head
 from ui.errors import reported
 from ui.page import selection, show_output, show_trace_messages
 from ui.runs import BeamRequest, TraceRequest, get_beam, get_trace, head_similarity, head_stats
@@ -41,16 +41,18 @@ download("Statistics (CSV)", lambda: stats.to_csv(index=False), "head_stats.csv"
          "dl_head_stats")
 
 st.subheader("Head similarity")
-kinds = trace.kinds()
-sim_kind = st.selectbox("Block", kinds, key="sim_kind", format_func=KIND_LABELS.get)
-matrix, labels, order = head_similarity(request, sim_kind)
+block_kinds = trace.kinds()
+sim_block_kind = st.selectbox("Block", block_kinds, key="sim_kind",
+                              format_func=block_kind_label)
+matrix, labels, order = head_similarity(request, sim_block_kind)
 chart(head_similarity_figure(matrix, labels, order=order,
                              title="Jensen–Shannon divergence between heads (0 = same)"),
-      key="sim_fig", name=f"{sim_kind}-similarity")
+      key="sim_fig", name=f"{sim_block_kind}-similarity")
 
 st.subheader("Head ablation")
 st.caption("Switch heads off (their output is set to zero) and run the model again.")
-all_heads = [f"{b.name}:{h}" for k in kinds for b in trace.layers(k) for h in range(b.n_heads)]
+all_heads = [f"{b.name}:{h}" for k in block_kinds for b in trace.layers(k)
+             for h in range(b.n_heads)]
 url_heads = [h for h in st.query_params.get("ablate", "").split(",") if h]
 if any(h not in all_heads for h in url_heads):
     state.notice("Some heads in the address do not exist in this model and were ignored.")

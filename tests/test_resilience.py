@@ -14,7 +14,8 @@ from viz_core.resilience import GuardedModel, guard
 class FakeBackend:
     """Just enough of a backend: runs that fail with OOM a given number of times."""
 
-    name, kind, family, card, max_tokens, can_generate = "fake", "encoder-only", "bert", {}, 8, False
+    name, family, card, max_tokens, can_generate = "fake", "bert", {}, 8, False
+    architecture = kind = "encoder-only"
 
     def __init__(self, ooms: int = 0):
         self.ooms, self.calls = ooms, []
@@ -53,8 +54,8 @@ def test_the_wrapper_delegates_the_backend_api_and_replaces_nothing():
     model = guard(backend)
     assert isinstance(model, GuardedModel) and guard(model) is model
     assert vars(backend).keys() == {"ooms", "calls", "device", "hf_model"}  # no method replaced
-    assert (model.name, model.kind, model.family, model.max_tokens) == ("fake", "encoder-only",
-                                                                       "bert", 8)
+    assert (model.name, model.architecture, model.kind, model.family, model.max_tokens) == \
+        ("fake", "encoder-only", "encoder-only", "bert", 8)
     assert model.card is backend.card and model.hf_model is backend.hf_model
     assert model.info() == backend.info() and model.examples() == ["an example"]
     assert not model.can_generate and model.device == backend.device

@@ -6,11 +6,11 @@ import re
 
 import streamlit as st
 
-FORMATS = ["png", "svg"]
+IMAGE_FORMATS = ["png", "svg"]  # what the camera button of every chart saves; first: default
 
 
 def image_format() -> str:
-    return st.session_state.get("image_format", "png")
+    return st.session_state.get("image_format", IMAGE_FORMATS[0])
 
 
 def chart(fig, key: str, on_select: str = "ignore", name: str | None = None):

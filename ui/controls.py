@@ -6,19 +6,29 @@ import streamlit as st
 
 from . import state
 
-KIND_LABELS = {"encoder.self": "Encoder self-attention",
-               "decoder.self": "Decoder self-attention (masked)",
-               "decoder.cross": "Cross-attention (decoder → encoder)"}
+# A block kind is "<stack>.<attention>": which stack a block is in and what it attends to.
+BLOCK_KIND_LABELS = {"encoder.self": "Encoder self-attention",
+                     "decoder.self": "Decoder self-attention (masked)",
+                     "decoder.cross": "Cross-attention (decoder → encoder)"}
 
 
-def pick_head(trace, columns=None, kinds: list[str] | None = None):
-    """Block kind, layer and head pickers; returns (kind, layer, head, BlockTrace)."""
-    kinds = kinds or trace.kinds()
-    state.widget_default("kind", state.url_choice("kind", kinds, kinds[0]))
-    if st.session_state.kind not in kinds:
-        st.session_state.kind = kinds[0]
+KIND_LABELS = BLOCK_KIND_LABELS  # the old name, still imported by pages/atlas.py
+
+
+def block_kind_label(block_kind: str) -> str:
+    return BLOCK_KIND_LABELS.get(block_kind, block_kind)
+
+
+def pick_head(trace, columns=None, block_kinds: list[str] | None = None):
+    """Block kind, layer and head pickers; returns (block kind, layer, head, BlockTrace).
+
+    The block kind lives in session state and the URL as "kind" (kept for old addresses)."""
+    block_kinds = block_kinds or trace.kinds()
+    state.widget_default("kind", state.url_choice("kind", block_kinds, block_kinds[0]))
+    if st.session_state.kind not in block_kinds:
+        st.session_state.kind = block_kinds[0]
     c1, c2, c3 = columns or st.columns([2, 1, 1])
-    c1.selectbox("Block", kinds, key="kind", format_func=lambda k: KIND_LABELS.get(k, k))
+    c1.selectbox("Block", block_kinds, key="kind", format_func=block_kind_label)
     layers = trace.layers(st.session_state.kind)
     n_layers, n_heads = len(layers), layers[0].n_heads
     state.widget_default("layer", state.url_int("layer", 0, 0, n_layers - 1))
@@ -33,9 +43,9 @@ def pick_head(trace, columns=None, kinds: list[str] | None = None):
     return st.session_state.kind, layer, head, layers[layer]
 
 
-def open_head(kind: str, layer: int, head: int) -> None:
+def open_head(block_kind: str, layer: int, head: int) -> None:
     """Callback-safe: point the head pickers at another head."""
-    st.session_state.kind = kind
+    st.session_state.kind = block_kind
     st.session_state.layer = int(layer)
     st.session_state.head = int(head)
 

@@ -60,6 +60,7 @@ class TraceRequest:
     device: str
     text: str
     target: str | None = None  # teacher-forced output; None: the model's own greedy output
+    pair: str | None = None  # second sentence (BERT-family models: one sequence with [SEP])
     capture: tuple[str, ...] | None = None  # hook points to keep; None: all of them
     blocks: tuple[str, ...] | None = None  # block names or block kinds; None: all blocks
     ablate: Ablation = ()  # heads switched off (see freeze_ablation; a dict is frozen too)
@@ -67,6 +68,7 @@ class TraceRequest:
 
     def __post_init__(self):  # normalise, so equal choices are one cache entry
         object.__setattr__(self, "target", self.target or None)
+        object.__setattr__(self, "pair", self.pair or None)
         if self.capture is not None:
             object.__setattr__(self, "capture", tuple(self.capture))
         if self.blocks is not None:
@@ -81,6 +83,8 @@ class TraceRequest:
     def options(self) -> dict:
         """Keyword arguments for Backend.trace: only what differs from its defaults."""
         opts: dict = {}
+        if self.pair is not None:
+            opts["pair"] = self.pair
         if self.capture is not None:
             opts["capture"] = self.capture
         if self.blocks is not None:
@@ -213,7 +217,7 @@ def get_batch(request: BatchRequest):
     """A padded batch; encoder-decoder models are teacher-forced on their own outputs."""
     with st.spinner("Running the batch…"), reported("running the batch"):
         model = get_model(request.model_name, request.device)
-        if request.targets is None and model.kind == "encoder-decoder":
+        if request.targets is None and model.architecture == "encoder-decoder":
             request = replace(request, targets=tuple(
                 get_trace(TraceRequest(request.model_name, request.device, s)).output_text
                 or "<unk>" for s in request.sentences))

@@ -14,6 +14,7 @@ from viz_core.loading import CHECKPOINTS
 from viz_core.policy import BUILTIN_HF, Policy, set_default_policy
 
 from . import state
+from .charts import IMAGE_FORMATS
 from .errors import literal, log, reported
 from .runs import TraceRequest, get_model, run_trace
 
@@ -158,7 +159,7 @@ def sidebar() -> Selection:
             st.selectbox("Examples", ["—", *examples], key="example",
                          on_change=_use_example, help="Put an example into the input box.")
         target = None
-        if model.kind == "encoder-decoder":
+        if model.architecture == "encoder-decoder":
             state.widget_default("target", state.url_text("target", ""), typed=True)
             state.clean_state("target", "target")
             st.text_input("Target (optional)", st.session_state.target, key="target",
@@ -166,8 +167,8 @@ def sidebar() -> Selection:
                                "own greedy output.")
             target = st.session_state.target.strip() or None
         state.show_notices()
-        state.widget_default("image_format", "png")
-        st.radio("Chart images", ["png", "svg"], key="image_format", horizontal=True,
+        state.widget_default("image_format", IMAGE_FORMATS[0])
+        st.radio("Chart images", IMAGE_FORMATS, key="image_format", horizontal=True,
                  help="Format saved by the camera button of every chart's toolbar.")
         state.to_url(model=name, device=st.session_state.device, text=st.session_state.text,
                      target=target, resend=True)

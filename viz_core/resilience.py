@@ -149,7 +149,11 @@ class GuardedModel:
         return self.backend.max_tokens
 
     @property
-    def kind(self) -> str:
+    def architecture(self) -> str:
+        return self.backend.architecture
+
+    @property
+    def kind(self) -> str:  # the backends' alias of architecture
         return self.backend.kind
 
     @property
