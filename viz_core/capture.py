@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 
 IMPLEMENTATION = "attention_lab"  # the name registered with transformers
+EXPLICIT_CHUNK_BYTES = 256 << 20  # float32 scores of one chunk of the written-out formula
 
 
 # ---- masks -----------------------------------------------------------------------------
@@ -187,12 +188,21 @@ def attend(name: str | None, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 def _output(q, k, v, mask: MaskSpec, scaling, bias, softcap, dropout, explicit) -> torch.Tensor:
     group = q.shape[1] // k.shape[1]
     if explicit:
-        # SDPA cannot cap logits: the written-out formula (the same one the views use).
+        # The written-out formula (the one the views use): for models whose logits SDPA
+        # cannot express (softcap) and for reference runs. In query-row chunks, so its
+        # float32 scores never take more than EXPLICIT_CHUNK_BYTES at once.
         kk, vv = _repeat(k, group), _repeat(v, group)
-        blocked = mask.blocked_rows(0, mask.n_queries, q.device)  # (B|1, Tq, Tk)
-        p = softmax_rows(scores_of(q, kk, scaling, bias, softcap),
-                         None if blocked is None else blocked[:, None])
-        return (p.to(vv.dtype) @ vv).transpose(1, 2)
+        B, H, Tq, Tk = q.shape[0], q.shape[1], q.shape[2], k.shape[2]
+        step = max(1, EXPLICIT_CHUNK_BYTES // max(1, 4 * B * H * Tk))
+        out = []
+        for r0 in range(0, Tq, step):
+            r1 = min(Tq, r0 + step)
+            blocked = mask.blocked_rows(r0, r1, q.device)  # (B|1, r, Tk)
+            b = None if bias is None else bias[..., r0:r1, :]
+            p = softmax_rows(scores_of(q[:, :, r0:r1], kk, scaling, b, softcap),
+                             None if blocked is None else blocked[:, None])
+            out.append(p.to(vv.dtype) @ vv)  # (B, H, r, d_v)
+        return torch.cat(out, dim=2).transpose(1, 2)
     attn_mask, is_causal = mask.sdpa_mask()
     if bias is not None:
         add = bias.to(q.dtype)
