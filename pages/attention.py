@@ -1,10 +1,15 @@
-"""Attention: one head as a heatmap, the layer x head grid, head view, aggregates, rollout."""
+"""Attention: one head as a heatmap, the layer x head grid, head view, aggregates, rollout.
+
+Any input length: every view reads only what it draws from the lazy trace. The grid reads
+each block's overview; a head is exact up to EXACT_MAX_TOKENS and pooled beyond, with a zoom
+window at full resolution; rollout (which multiplies whole matrices) stops at that length.
+"""
 
 import streamlit as st
 
-from ui import state
+from ui import faithfulness, state
 from ui.charts import chart, download
-from ui.controls import open_head, pick_head
+from ui.controls import bounded_int, open_head, pick_head
 from ui.page import selection, show_output, show_trace_messages
 from ui.runs import (
     TraceRequest,
@@ -16,10 +21,19 @@ from ui.runs import (
 )
 from viz_core import analysis
 from viz_core.export import trace_json, trace_npz
-from viz_core.figures.aggregates import aggregate_heatmap, rollout_figure
-from viz_core.figures.grid import layer_head_grid, selected_cell
-from viz_core.figures.headview import block_head_view
-from viz_core.figures.heatmap import block_heatmap
+from viz_core.figures.aggregates import block_aggregate_heatmap, rollout_bytes, rollout_figure
+from viz_core.figures.grid import blocks_grid, selected_cell
+from viz_core.figures.headview import HEADVIEW_MAX, HEADVIEW_WINDOW, block_head_view
+from viz_core.figures.heatmap import (
+    EXACT_MAX_TOKENS,
+    ZOOM_MAX,
+    ZOOM_MAX_SIGNED,
+    block_has_scores,
+    block_heatmap,
+    block_window_heatmap,
+    clip_window,
+    is_long,
+)
 
 sel = selection()
 st.title("Attention")
@@ -40,10 +54,11 @@ def figure(name: str, params: tuple, build):
 
 show_trace_messages(trace)
 show_output(trace)
+faithfulness.show(sel.model, sel.text, sel.target)
 
 c_kind, c_layer, c_head, c_view = st.columns([2, 1, 1, 1])
 kind, layer, head, block = pick_head(trace, (c_kind, c_layer, c_head))
-if block.scores is None and st.session_state.view == "scores":  # e.g. this block kind
+if not block_has_scores(block) and st.session_state.view == "scores":  # e.g. this block kind
     st.session_state.view = "weights"
 c_view.radio("Show", views, key="view", horizontal=True,
              help="weights: softmax after masking; scores: QKᵀ/√d_k before masking "
@@ -51,6 +66,8 @@ c_view.radio("Show", views, key="view", horizontal=True,
 state.to_url(view=st.session_state.view)
 state.show_notices()
 
+_, n_q, n_k = block.shape
+long_block = is_long(block)
 left, right = st.columns([3, 2])
 with left:
     view = st.session_state.view
@@ -59,6 +76,23 @@ with left:
           key="heatmap", name=f"{block.name}-head{head}")
     st.caption("Rows are queries (top to bottom), columns are keys (left to right). Each row "
                "of weights sums to 1 over the keys it may attend to; blocked cells are 0.")
+    if long_block:
+        st.caption(f"{n_q:,} × {n_k:,} tokens: more than {EXACT_MAX_TOKENS:,}, so this is "
+                   "the head pooled into block means (each cell the mean of the weights in "
+                   "its query range × key range, colours up to the largest mean). Zoom in "
+                   "below for full resolution.")
+        st.markdown("**Zoom** (full resolution)")
+        z1, z2, z3 = st.columns(3)
+        size = bounded_int("Window size", "zoom_size", 128, 1, ZOOM_MAX, container=z1,
+                           help="Queries and keys shown, at most "
+                                f"{ZOOM_MAX} × {ZOOM_MAX}.")
+        q0 = bounded_int("First query", "zoom_q", 0, 0, n_q - 1, container=z2)
+        k0 = bounded_int("First key", "zoom_k", 0, 0, n_k - 1, container=z3)
+        rows, cols = clip_window(block, q0, k0, size,
+                                 ZOOM_MAX if view == "weights" else ZOOM_MAX_SIGNED)
+        chart(figure("zoom", (block.name, head, view, rows, cols),
+                     lambda: block_window_heatmap(block, head, rows, cols, view=view)),
+              key="zoom", name=f"{block.name}-head{head}-zoom")
 
 
 def _grid_clicked() -> None:
@@ -68,9 +102,8 @@ def _grid_clicked() -> None:
 
 
 with right:
-    grid = figure("grid", (kind,), lambda: layer_head_grid(
-        trace.stack(kind), layers=[b.layer for b in trace.layers(kind)],
-        title="All layers × heads — click one to open it"))
+    grid = figure("grid", (kind,), lambda: blocks_grid(
+        trace.layers(kind), title="All layers × heads — click one to open it"))
     chart(grid, key="grid", on_select=_grid_clicked, name=f"{kind}-grid")
 
 # Lazy tabs: only the open tab's figure is built and sent (switching tabs reruns the page).
@@ -81,24 +114,41 @@ with tab_hv:
                            help="Lines join each query (left) to the keys (right) it attends "
                                 "to; opacity is the weight. Long inputs keep the strongest.")
     top_k = st.slider("Strongest keys per query", 1, 20, 5, key="hv_topk")
+    hv_rows = hv_cols = None
+    if max(n_q, n_k) > HEADVIEW_MAX:
+        h1, h2 = st.columns(2)
+        hq = bounded_int("First query", "hv_q", 0, 0, n_q - 1, container=h1)
+        hk = bounded_int("First key", "hv_k", 0, 0, n_k - 1, container=h2)
+        hv_rows, hv_cols = clip_window(block, hq, hk, HEADVIEW_WINDOW, HEADVIEW_WINDOW)
+        st.caption(f"{n_q:,} × {n_k:,} tokens: the head view draws a window of "
+                   f"{HEADVIEW_WINDOW} queries × keys (queries {hv_rows[0]}–{hv_rows[1] - 1}, "
+                   f"keys {hv_cols[0]}–{hv_cols[1] - 1}). Weights are those of the whole "
+                   "input, so a query's lines may sum to less than 1.")
     if heads and tab_hv.open:
-        chart(figure("headview", (block.name, tuple(heads), top_k),
-                     lambda: block_head_view(block, heads=heads, top_k=top_k)),
+        chart(figure("headview", (block.name, tuple(heads), top_k, hv_rows, hv_cols),
+                     lambda: block_head_view(block, heads=heads, top_k=top_k, rows=hv_rows,
+                                             cols=hv_cols)),
               key="headview", name=f"{block.name}-headview")
 with tab_agg:
     how = st.radio("Aggregate", ["mean", "max"], horizontal=True, key="agg_how")
     if tab_agg.open:
-        chart(figure("aggregate", (block.name, how), lambda: aggregate_heatmap(
-            block.pattern, block.query_tokens, block.key_tokens, how=how, mask=block.mask,
-            title=f"{block.name}: {how} over heads")), key="aggregate",
-            name=f"{block.name}-{how}")
+        chart(figure("aggregate", (block.name, how), lambda: block_aggregate_heatmap(
+            block, how=how)), key="aggregate", name=f"{block.name}-{how}")
+        if long_block:
+            st.caption("Pooled: computed from every head's block means.")
 with tab_roll:
     self_kinds = [k for k in trace.kinds() if k.endswith(".self")]
+    rk = kind if kind in self_kinds else (self_kinds or [None])[0]
+    blocks = trace.layers(rk) if rk else []
     if not self_kinds:
         st.info("Rollout needs self-attention blocks.")
+    elif any(is_long(b) for b in blocks):
+        _, n_r, _ = blocks[0].shape
+        st.info(f"Rollout multiplies every layer's whole attention matrix, {n_r:,} × {n_r:,} "
+                f"here ({len(blocks)} layers × {blocks[0].n_heads} heads: "
+                f"{rollout_bytes(blocks) / 2**30:,.1f} GiB as float32), so it is shown only "
+                f"up to {EXACT_MAX_TOKENS:,} tokens. Shorten the input to see it.")
     elif tab_roll.open:
-        rk = kind if kind in self_kinds else self_kinds[0]
-        blocks = trace.layers(rk)
         st.caption("Attention rollout (Abnar & Zuidema, 2020): per layer 0.5·mean over heads "
                    "+ 0.5·I for the residual stream, multiplied from the first layer up.")
         chart(figure("rollout", (rk,), lambda: rollout_figure(
@@ -107,6 +157,12 @@ with tab_roll:
             key="rollout", name=f"{rk}-rollout")
 
 st.subheader("Data")
+if any(is_long(b) for b in trace.block_traces.values()):
+    # each of these reads every head's whole matrix of every block
+    st.caption(f"Downloads of whole attention matrices are offered up to {EXACT_MAX_TOKENS:,} "
+               f"tokens; this block alone would be {4 * block.n_heads * n_q * n_k / 2**30:,.1f} "
+               "GiB as float32.")
+    st.stop()
 d1, d2, d3 = st.columns(3)
 with d1:
     download("This block (JSON)", lambda: trace_json(trace, [block.name]),

@@ -263,6 +263,23 @@ class BlockTrace:
             return m.cpu().numpy().copy()
         return self._cached("mask", compute)
 
+    def mask_window(self, rows: tuple[int, int], cols: tuple[int, int]) -> np.ndarray:
+        """bool [r1 - r0, c1 - c0] of ``mask`` (True = blocked), from those query rows only:
+        the N x N mask is never built for it."""
+        _, Tq, Tk = self.shape
+        r0, r1 = max(0, int(rows[0])), min(Tq, int(rows[1]))
+        c0, c1 = max(0, int(cols[0])), min(Tk, int(cols[1]))
+        r1, c1 = max(r0, r1), max(c0, c1)
+        if self._source is None or "mask" in self._cache:
+            full = self._cache.get("mask")
+            if full is None:
+                return np.zeros((r1 - r0, c1 - c0), dtype=bool)
+            return np.ascontiguousarray(full[r0:r1, c0:c1], dtype=bool)
+        m = self._source.blocked_rows(r0, r1)
+        if m is None:
+            return np.zeros((r1 - r0, c1 - c0), dtype=bool)
+        return m[:, c0:c1].cpu().numpy().copy()
+
     def head(self, h: int, what: str = "pattern") -> np.ndarray:
         """float32 [q, k] of one head, computed alone (or read from the full tensor)."""
         h = self._check_head(h)

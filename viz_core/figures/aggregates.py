@@ -11,9 +11,16 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .. import analysis
-from ..trace import AttentionTrace
+from ..trace import AttentionTrace, BlockTrace
 from .common import base_layout, f32
-from .heatmap import matrix_heatmap
+from .heatmap import (
+    EXACT_MAX_TOKENS,
+    POOLED_SIZE,
+    fitted_pool,
+    is_long,
+    matrix_heatmap,
+    pooled_heatmap,
+)
 
 
 def aggregate_heatmap(pattern: np.ndarray, query_tokens: Sequence[str],
@@ -28,6 +35,31 @@ def aggregate_heatmap(pattern: np.ndarray, query_tokens: Sequence[str],
         raise ValueError(f"how must be 'mean' or 'max', not {how!r}")
     return matrix_heatmap(z, query_tokens, key_tokens, mask=mask,
                           title=title or f"{how} over heads")
+
+
+def block_aggregate_heatmap(block: BlockTrace, how: str = "mean",
+                            exact_max: int = EXACT_MAX_TOKENS, size: int = POOLED_SIZE
+                            ) -> go.Figure:
+    """Mean or max over the heads of a block: exact up to exact_max tokens; beyond, from
+    ``block.overview`` of every head (the mean of block means is the block mean of the mean;
+    the max is the max over heads of each head's block means, said in the title)."""
+    title = f"{block.name}: {how} over heads"
+    if not is_long(block, exact_max):
+        return aggregate_heatmap(block.pattern, block.query_tokens, block.key_tokens, how=how,
+                                 mask=block.mask, title=title)
+    if how not in ("mean", "max"):
+        raise ValueError(f"how must be 'mean' or 'max', not {how!r}")
+    z, blocked = fitted_pool(block, None, "pattern", size,  # overview: [head, bq, bk]
+                             lambda ov: ov.mean(axis=0) if how == "mean" else ov.max(axis=0))
+    if how == "max":
+        title = f"{block.name}: max over heads of each head's block means"
+    _, n_q, n_k = block.shape
+    return pooled_heatmap(z, n_q, n_k, blocked=blocked, title=title)
+
+
+def rollout_bytes(blocks: Sequence[BlockTrace]) -> int:
+    """Bytes of the float32 [layer, head, N, N] patterns attention rollout multiplies."""
+    return sum(4 * int(np.prod(b.shape, dtype=np.int64)) for b in blocks)
 
 
 def rollout_figure(patterns: np.ndarray, tokens: Sequence[str], title: str | None = None

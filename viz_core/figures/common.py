@@ -55,12 +55,26 @@ def _short(token, limit: int = 12) -> str:
     return t if len(t) <= limit else t[: limit - 1] + "…"
 
 
-def unique_labels(tokens: Sequence[str]) -> list[str]:
+def unique_labels(tokens: Sequence[str], start: int = 0) -> list[str]:
     """``["the", "cat", "the"] -> ["0·the", "1·cat", "2·the"]``: position-prefixed, so unique.
 
     Long tokens are cut to 12 characters: the label only has to be unique and readable.
+    ``start``: the position of the first token (a window of a longer input).
     """
-    return [f"{i}·{plot_text(_short(t))}" for i, t in enumerate(tokens)]
+    return [f"{i}·{plot_text(_short(t))}" for i, t in enumerate(tokens, start)]
+
+
+def bin_starts(n: int, size: int) -> np.ndarray:
+    """First position of each of the <= size contiguous bins of n positions, exactly the bins
+    of ``BlockTrace.overview`` (position i of n goes to bin i * nb // n)."""
+    nb = max(1, min(n, size))
+    return np.searchsorted((np.arange(n) * nb) // n, np.arange(nb)).astype(np.int64)
+
+
+def range_labels(starts: Sequence[int], n: int) -> list[str]:
+    """Unique labels of position bins: ``"0–15"``, ``"16–31"``, ... (``"7"`` for one)."""
+    ends = [*list(starts[1:]), n]
+    return [f"{a}–{b - 1}" if b - 1 > a else f"{a}" for a, b in zip(starts, ends, strict=True)]
 
 
 def json_bytes(a: np.ndarray) -> int:
@@ -142,12 +156,14 @@ def pool_factor(n_q: int, n_k: int, max_cells: int | None) -> int:
     return f
 
 
-def pooled_labels(tokens: Sequence[str], f: int) -> tuple[list[str], list[str]]:
-    """(unique labels, tick tokens) of positions pooled f at a time: "8–15·the" / "the"."""
+def pooled_labels(tokens: Sequence[str], f: int, start: int = 0
+                  ) -> tuple[list[str], list[str]]:
+    """(unique labels, tick tokens) of positions pooled f at a time: "8–15·the" / "the".
+    ``start``: the position of the first token (a window of a longer input)."""
     if f == 1:
-        return unique_labels(tokens), [str(t) for t in tokens]
+        return unique_labels(tokens, start), [str(t) for t in tokens]
     starts = range(0, len(tokens), f)
-    labels = [f"{a}–{min(a + f, len(tokens)) - 1}·{plot_text(_short(tokens[a]))}"
+    labels = [f"{start + a}–{start + min(a + f, len(tokens)) - 1}·{plot_text(_short(tokens[a]))}"
               for a in starts]
     return labels, [str(tokens[a]) for a in starts]
 

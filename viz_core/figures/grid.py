@@ -11,6 +11,11 @@ The page reads it with ``selected_cell(event.selection)``::
 
     event = st.plotly_chart(fig, on_select="rerun", selection_mode="points", key="grid")
     cell = selected_cell(event.selection)   # (layer, head) or None
+
+Any input length: ``blocks_grid`` reads each block's ``overview(size)`` (block means computed
+in row chunks), never the full patterns. Pooled thumbnails are scaled each to its own maximum:
+block means of a long input are tiny (a bin of b keys holds ~b / N of a row's mass), so on a
+fixed [0, 1] scale every thumbnail would be white.
 """
 
 from __future__ import annotations
@@ -20,8 +25,10 @@ from collections.abc import Mapping
 import numpy as np
 import plotly.graph_objects as go
 
-from ..trace import AttentionTrace
+from ..trace import AttentionTrace, BlockTrace
 from .common import WEIGHT_COLORSCALE, base_layout, f32, pool2d
+
+THUMBNAIL = 64  # thumbnail side: overview size of every block in the grid
 
 LATTICE = 4  # clickable markers per thumbnail side
 
@@ -56,21 +63,30 @@ def layer_head_grid(
     max_size: int = 64,
     how: str = "max",
     layers: list[int] | None = None,
+    scale: str = "fixed",
 ) -> go.Figure:
     """Thumbnails of patterns [layer, head, q, k]; colour scale fixed to [0, 1].
 
     Thumbnails longer than max_size per side are pooled (how="max" keeps thin diagonals and
     sink columns visible). `layers` gives the layer numbers of the rows (default 0..L-1).
+    scale="thumbnail": each thumbnail divided by its own maximum (pooled block means).
     """
+    if scale not in ("fixed", "thumbnail"):
+        raise ValueError(f"scale must be 'fixed' or 'thumbnail', not {scale!r}")
     p = np.asarray(patterns)
     if p.ndim != 4:
         raise ValueError(f"patterns must be [layer, head, q, k], got shape {p.shape}")
     n_layers, n_heads = p.shape[:2]
     layers = list(range(n_layers)) if layers is None else list(layers)
+    if scale == "thumbnail":
+        top = np.nanmax(np.asarray(p, dtype=np.float32), axis=(2, 3), keepdims=True)
+        p = np.asarray(p, dtype=np.float32) / np.where(top > 0, top, 1.0)
     tiled, (tq, tk), gap = tile_patterns(p, max_size, how)
     fig = go.Figure(
         go.Heatmap(z=tiled, colorscale=WEIGHT_COLORSCALE, zmin=0.0, zmax=1.0, hoverinfo="skip",
-                   colorbar=dict(title=dict(text="weight"), thickness=12), name="thumbnails")
+                   colorbar=dict(title=dict(text="weight" if scale == "fixed" else
+                                            "÷ thumbnail max"), thickness=12),
+                   name="thumbnails")
     )
     # Click targets: LATTICE x LATTICE markers per thumbnail, each carrying (layer, head).
     frac = (np.arange(LATTICE) + 0.5) / LATTICE
@@ -102,14 +118,29 @@ def layer_head_grid(
     return fig
 
 
-def trace_grid(trace: AttentionTrace, kind: str, **kw) -> go.Figure:
+def blocks_grid(blocks: list[BlockTrace], size: int = THUMBNAIL, title: str | None = None
+                ) -> go.Figure:
+    """Layer x head grid of blocks of one kind, from ``b.overview(size)`` of each: exact
+    thumbnails up to `size` tokens, block means (each scaled to its maximum) beyond."""
+    if not blocks:
+        raise ValueError("no blocks to draw")
+    thumbs = np.stack([b.overview(size) for b in blocks])  # [layer, head, <=size, <=size]
+    pooled = max(max(b.shape[1:]) for b in blocks) > size
+    if pooled:
+        _, n_q, n_k = blocks[0].shape
+        title = (f"{title or ''} <sup>(block means of {n_q}×{n_k} pooled to "
+                 f"{thumbs.shape[2]}×{thumbs.shape[3]}, each scaled to its max)</sup>")
+    return layer_head_grid(thumbs, title=title, max_size=size, layers=[b.layer for b in blocks],
+                           scale="thumbnail" if pooled else "fixed")
+
+
+def trace_grid(trace: AttentionTrace, kind: str, size: int = THUMBNAIL,
+               title: str | None = None) -> go.Figure:
     """Convenience wrapper: all layers x heads of one block kind of a trace."""
     blocks = trace.layers(kind)
     if not blocks:
         raise ValueError(f"trace has no {kind} blocks; it has {trace.kinds()}")
-    kw.setdefault("title", f"{kind}: layers × heads (click a head)")
-    return layer_head_grid(np.stack([b.pattern for b in blocks]),
-                           layers=[b.layer for b in blocks], **kw)
+    return blocks_grid(blocks, size, title or f"{kind}: layers × heads (click a head)")
 
 
 def selected_cell(selection) -> tuple[int, int] | None:

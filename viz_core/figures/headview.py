@@ -5,11 +5,15 @@ Efficiency: every line of one head whose weight falls in the same opacity bucket
 single trace as NaN-separated segments, so a head costs at most N_BUCKETS traces, not one
 trace per edge. Long inputs draw only the strongest edges (top-k keys per query, above a
 threshold) within an edge budget.
+
+Long inputs: up to HEADVIEW_MAX tokens the whole block is drawn; beyond, ``block_head_view``
+draws a window of at most HEADVIEW_WINDOW queries x keys, read with ``block.window`` (the
+weights are those of the full softmax over every key, so a row's lines may sum to < 1).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -24,6 +28,8 @@ HEAD_COLORS = (
 )
 N_BUCKETS = 5  # opacity levels: weights in [0, .2), [.2, .4), ... [.8, 1]
 MAX_EDGES = 20_000  # all heads together; decides the automatic top-k for long inputs
+HEADVIEW_MAX = 512  # longest block drawn whole
+HEADVIEW_WINDOW = 128  # longest side of a window of a longer block
 
 
 def bucket_of(weight: np.ndarray, n_buckets: int = N_BUCKETS) -> np.ndarray:
@@ -58,20 +64,29 @@ def head_view(
     threshold: float = 0.02,
     max_edges: int = MAX_EDGES,
     title: str | None = None,
+    q_start: int = 0,
+    k_start: int = 0,
 ) -> go.Figure:
-    """Head view of one block: pattern [head, q, k].
+    """Head view of one block: pattern [head, q, k] (or {head: [q, k]} for some heads).
 
     heads: which heads to draw (default all). top_k: keys per query to keep; None = all
     when they fit in max_edges, otherwise the largest k that fits. threshold: drop weights
     <= threshold (default 0.02: such lines would be near-invisible but cost bytes).
     Each line trace has meta {"head": h, "bucket": b}; its segments are
-    (x=0, y=q) -> (x=1, y=k) separated by NaN.
+    (x=0, y=q) -> (x=1, y=k) separated by NaN. q_start / k_start: positions of the first
+    query / key when the tokens are a window of a longer input (shown on hover).
     """
-    p = np.asarray(pattern, dtype=np.float32)
-    n_heads, nq, nk = p.shape
-    if (nq, nk) != (len(query_tokens), len(key_tokens)):
-        raise ValueError(f"pattern {p.shape} does not match the token lists")
-    heads = list(range(n_heads)) if heads is None else [int(h) for h in heads]
+    if isinstance(pattern, Mapping):
+        p = {int(h): np.asarray(m, dtype=np.float32) for h, m in pattern.items()}
+        heads = sorted(p) if heads is None else [int(h) for h in heads]
+    else:
+        arr = np.asarray(pattern, dtype=np.float32)
+        p = dict(enumerate(arr))
+        heads = list(range(len(arr))) if heads is None else [int(h) for h in heads]
+    nq, nk = len(query_tokens), len(key_tokens)
+    if any(p[h].shape != (nq, nk) for h in heads):
+        raise ValueError(f"pattern heads {[p[h].shape for h in heads]} do not match the "
+                         f"{nq} x {nk} token lists")
     if top_k is None and nq * nk * max(1, len(heads)) > max_edges:
         top_k = max(1, max_edges // (nq * max(1, len(heads))))
     fig = go.Figure()
@@ -95,12 +110,17 @@ def head_view(
             ))
             first = False
     # Token columns: text markers, hover names the token and its position.
-    for x, toks, side in ((0.0, query_tokens, "query"), (1.0, key_tokens, "key")):
+    for x, toks, side, start in ((0.0, query_tokens, "query", q_start),
+                                 (1.0, key_tokens, "key", k_start)):
+        hover = dict(hovertemplate=f"{side} %{{y}}: %{{text}}<extra></extra>")
+        if start:  # a window: hover names the absolute position, not the row
+            hover = dict(hovertext=[f"{side} {start + i}: {plot_text(t)}"
+                                    for i, t in enumerate(toks)],
+                         hovertemplate="%{hovertext}<extra></extra>")
         fig.add_trace(go.Scatter(
             x=f32(np.full(len(toks), x)), y=f32(np.arange(len(toks))), mode="text",
             text=[plot_text(t) for t in toks], textposition="middle left" if x == 0 else
-            "middle right", name=f"{side} tokens", showlegend=False,
-            hovertemplate=f"{side} %{{y}}: %{{text}}<extra></extra>",
+            "middle right", name=f"{side} tokens", showlegend=False, **hover,
         ))
     n = max(nq, nk)
     fig.update_xaxes(visible=False, range=[-0.6, 1.6])
@@ -112,7 +132,30 @@ def head_view(
     return fig
 
 
-def block_head_view(block: BlockTrace, heads: Sequence[int] | None = None, **kw) -> go.Figure:
-    """Convenience wrapper: head view of one BlockTrace."""
-    kw.setdefault("title", f"{block.name} · head view")
-    return head_view(block.pattern, block.query_tokens, block.key_tokens, heads=heads, **kw)
+def block_head_view(block: BlockTrace, heads: Sequence[int] | None = None,
+                    rows: tuple[int, int] | None = None, cols: tuple[int, int] | None = None,
+                    **kw) -> go.Figure:
+    """Head view of one BlockTrace, reading only the chosen heads (``block.head``).
+
+    Blocks longer than HEADVIEW_MAX need a window: rows (r0, r1) and cols (c0, c1), each of at
+    most HEADVIEW_WINDOW positions, read with ``block.window``.
+    """
+    heads = list(range(block.n_heads)) if heads is None else [int(h) for h in heads]
+    _, n_q, n_k = block.shape
+    if rows is None and cols is None:
+        if max(n_q, n_k) > HEADVIEW_MAX:
+            raise ValueError(f"{block.name} has {n_q} x {n_k} tokens: the head view draws "
+                             f"at most {HEADVIEW_MAX}; give a window (rows, cols)")
+        kw.setdefault("title", f"{block.name} · head view")
+        return head_view({h: block.head(h) for h in heads}, block.query_tokens,
+                         block.key_tokens, heads=heads, **kw)
+    r0, r1 = rows if rows is not None else (0, n_q)
+    c0, c1 = cols if cols is not None else (0, n_k)
+    r0, r1, c0, c1 = max(0, r0), min(n_q, r1), max(0, c0), min(n_k, c1)
+    if max(r1 - r0, c1 - c0) > HEADVIEW_WINDOW:
+        raise ValueError(f"a head view window is at most {HEADVIEW_WINDOW} queries x keys")
+    kw.setdefault("title", f"{block.name} · head view · queries {r0}–{r1 - 1}, "
+                           f"keys {c0}–{c1 - 1}")
+    return head_view({h: block.window(h, (r0, r1), (c0, c1)) for h in heads},
+                     block.query_tokens[r0:r1], block.key_tokens[c0:c1], heads=heads,
+                     q_start=r0, k_start=c0, **kw)

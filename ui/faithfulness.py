@@ -1,0 +1,59 @@
+"""How far the traced run drifts from the model's own attention, shown on the page.
+
+The model checks itself on its first trace after loading (``model.faithfulness``: the largest
+max |logits(traced) - logits(reference attention)| found, and the token count of that input);
+the user can check again on the current input. A failed check is a message, never a stop.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from .errors import log
+
+
+def describe(value: float, n_tokens: int | None) -> str:
+    """"Traced logits match the model's reference attention to 3e-06 (checked on a 12-token
+    input)"."""
+    where = f" (checked on a {n_tokens:,}-token input)" if n_tokens else ""
+    return f"Traced logits match the model's reference attention to {value:.1g}{where}."
+
+
+def check(model, text: str, target: str | None) -> float | str:
+    """model.check_faithfulness on this input: the difference or, when the check fails, a
+    short message."""
+    try:
+        return float(model.check_faithfulness(text, target))
+    except Exception as err:  # noqa: BLE001 - the page keeps working without the check
+        log.exception("faithfulness check failed")
+        return f"The check could not run on this input ({type(err).__name__})."
+
+
+def show(model, text: str, target: str | None) -> None:
+    """The model's faithfulness line and a button that checks the current input."""
+    faith = getattr(model, "faithfulness", None)
+    cols = st.columns([4, 1], vertical_alignment="center")
+    with cols[0]:
+        if faith is None:
+            st.caption("Faithfulness not checked yet: the traced logits have not been compared "
+                       "with the model's reference attention.")
+        else:
+            st.caption(describe(*faith))
+    key = ("faith_result", getattr(model, "name", ""), text, target)
+    cols[1].button("Check faithfulness on this input", key="faith_check",
+                   on_click=_check_now, args=(model, text, target, key),
+                   help="Run this input through the model's reference attention (SDPA) and "
+                        "compare its logits with the traced run's.")
+    stored = st.session_state.get("_faith")
+    if stored is not None and stored[0] == key:
+        result = stored[1]
+        if isinstance(result, str):
+            st.warning(result, icon="⚠️")
+        else:
+            st.success(f"On this input: the traced logits differ from the reference by at "
+                       f"most {result:.1g}.", icon="✅")
+
+
+def _check_now(model, text: str, target: str | None, key: tuple) -> None:
+    """Button callback: runs before the page, so the result shows on this very run."""
+    st.session_state["_faith"] = (key, check(model, text, target))
