@@ -244,6 +244,7 @@ def hf_attention(module, query, key, value, attention_mask, dropout: float = 0.0
     """
     if kwargs.get("s_aux") is not None:
         raise NotImplementedError("attention sinks (s_aux) are not supported")
+    rec = _RECORDER.get()
     tq, tk = query.shape[2], key.shape[2]
     if scaling is None:
         scaling = query.shape[-1] ** -0.5
@@ -257,11 +258,11 @@ def hf_attention(module, query, key, value, attention_mask, dropout: float = 0.0
         allowed = attention_mask > torch.finfo(attention_mask.dtype).min / 2
         spec.allowed = allowed[:, 0]
         extra = attention_mask.masked_fill(~allowed, 0)
-        position_bias = extra if position_bias is None else position_bias + extra
-    rec = _RECORDER.get()
+        if rec is None or rec.reference != "transformers":
+            position_bias = extra if position_bias is None else position_bias + extra
     if rec is not None and rec.reference == "transformers":
         return _transformers_own(module, query, key, value, attention_mask, dropout, scaling,
-                                 is_causal, position_bias, softcap, kwargs)
+                                 is_causal, position_bias, softcap, kwargs, spec)
     name = rec.name_for(module) if rec is not None else None
     z = attend(name, query, key, value, spec, float(scaling), bias=position_bias,
                softcap=softcap, window=sliding_window, dropout=dropout)
@@ -269,7 +270,7 @@ def hf_attention(module, query, key, value, attention_mask, dropout: float = 0.0
 
 
 def _transformers_own(module, query, key, value, attention_mask, dropout, scaling, is_causal,
-                      position_bias, softcap, kwargs):
+                      position_bias, softcap, kwargs, spec: MaskSpec):
     """The reference: transformers' SDPA function, or the model's own eager one (softcap)."""
     import sys
 
@@ -277,6 +278,13 @@ def _transformers_own(module, query, key, value, attention_mask, dropout, scalin
 
     if softcap is not None:
         eager = sys.modules[type(module).__module__].eager_attention_forward
+        # The eager functions add a float mask and have no causal flag: give them one built
+        # from the same MaskSpec (SDPA's mask function may have left the causal mask out).
+        blocked = spec.blocked_rows(0, spec.n_queries, query.device)
+        if blocked is not None:
+            attention_mask = torch.zeros(blocked.shape, dtype=query.dtype,
+                                         device=query.device).masked_fill(
+                blocked, torch.finfo(query.dtype).min)[:, None]
         return eager(module, query, key, value, attention_mask, dropout=dropout,
                      scaling=scaling, softcap=softcap, **kwargs)
     return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,

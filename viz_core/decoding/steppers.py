@@ -53,7 +53,12 @@ class Stepper(Protocol):
 
 def newest_attention(rec: Recorder, names: list[str]) -> torch.Tensor:
     """(B, layers, H, Tk) float32: the attention of the newest position in each block."""
-    return torch.stack([last_query_pattern(rec.records[n][-1]) for n in names], dim=1)
+    rows = [last_query_pattern(rec.records[n][-1]) for n in names]  # (B, H, Tk) each
+    # A sliding-window layer's cache keeps only its last keys: those are the newest
+    # positions, so its row is padded on the left (older keys: no attention).
+    width = max(r.shape[-1] for r in rows)
+    rows = [torch.nn.functional.pad(r, (width - r.shape[-1], 0)) for r in rows]
+    return torch.stack(rows, dim=1)
 
 
 # ---------------------------------------------------------------------------------------
