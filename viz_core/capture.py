@@ -342,10 +342,12 @@ def scores_of(q: torch.Tensor, k: torch.Tensor, scaling: float, bias: torch.Tens
 
 
 def softmax_rows(scores: torch.Tensor, blocked: torch.Tensor | None) -> torch.Tensor:
-    """float32 softmax over keys; blocked cells exactly 0, fully blocked rows all 0."""
-    if blocked is not None:
-        scores = scores.masked_fill(blocked, float("-inf"))
-    p = torch.softmax(scores, dim=-1)
-    if blocked is not None:
-        p = torch.nan_to_num_(p, nan=0.0)  # a fully blocked row is 0/0
+    """float32 softmax over keys; blocked cells exactly 0, fully blocked rows all 0.
+    ``scores`` is consumed (masked in place): pass a fresh tensor, as scores_of returns."""
+    if blocked is None:
+        return torch.softmax(scores, dim=-1)
+    p = torch.softmax(scores.masked_fill_(blocked, float("-inf")), dim=-1)  # in place
+    empty = blocked.all(-1, keepdim=True)  # a fully blocked row is 0/0: all zeros instead
+    if empty.device.type != "cpu" or bool(empty.any()):
+        p = p.masked_fill_(empty, 0.0)
     return p

@@ -117,6 +117,14 @@ class HeadSource:
         return sum(t.numel() * t.element_size() for t in ts if t is not None)
 
 
+def _segment_sums(x: torch.Tensor, edges: torch.Tensor, dim: int) -> torch.Tensor:
+    """Sums of x over contiguous segments [edges[i], edges[i+1]) along dim."""
+    upper = torch.cumsum(x, dim=dim).index_select(dim, edges[1:] - 1)  # sum up to each end
+    lower = torch.cat([torch.zeros_like(upper.narrow(dim, 0, 1)),
+                       upper.narrow(dim, 0, upper.shape[dim] - 1)], dim=dim)
+    return upper - lower
+
+
 def _bins(n: int, size: int) -> tuple[int, np.ndarray]:
     """(number of bins, bin of each of n positions): contiguous, as even as possible."""
     nb = max(1, min(n, size))
@@ -345,15 +353,21 @@ class BlockTrace:
             device = self._source.q.device
             fn = self._source.pattern_rows if what == "pattern" else self._source.scores_rows
             rows_of = lambda a, b: fn(heads, a, b)
-        kbin_t = torch.from_numpy(kbin).to(device)
+        # Bin sums by differences of cumulative sums at the bin edges (bins are contiguous);
+        # float64 for scores, whose sums over thousands of keys lose float32 precision.
+        dtype = torch.float32 if what == "pattern" else torch.float64
+        kedges = torch.from_numpy(np.searchsorted(kbin, np.arange(nbk + 1))).to(device)
         acc = torch.zeros((len(heads), nbq, nbk), dtype=torch.float64, device=device)
         step = self._rows_per_chunk(len(heads))
         for r0 in range(0, Tq, step):
             r1 = min(Tq, r0 + step)
-            chunk = rows_of(r0, r1).to(torch.float64)  # (h, r, Tk)
-            cols = torch.zeros((len(heads), r1 - r0, nbk), dtype=torch.float64, device=device)
-            cols.index_add_(2, kbin_t, chunk)  # sum over the keys of each column bin
-            acc.index_add_(1, torch.from_numpy(qbin[r0:r1]).to(device), cols)
+            chunk = rows_of(r0, r1).to(dtype)  # (h, r, Tk)
+            cols = _segment_sums(chunk, kedges, dim=2)  # (h, r, nbk)
+            local = qbin[r0:r1]
+            first, last = int(local[0]), int(local[-1])
+            redges = np.searchsorted(local, np.arange(first, last + 2))
+            sums = _segment_sums(cols, torch.from_numpy(redges).to(device), dim=1)
+            acc[:, first:last + 1] += sums.to(torch.float64)
         counts = np.outer(np.bincount(qbin, minlength=nbq), np.bincount(kbin, minlength=nbk))
         return (acc.cpu().numpy() / counts[None]).astype(np.float32)
 
