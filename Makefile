@@ -1,4 +1,5 @@
-# Attention Lab. Quick start: `make run` (the app) and `make test` (the whole suite).
+# Attention Lab. Quick start: `make run` (the app), `make test` (the whole suite) and
+# `make test-fast` (unit tests only: no browser, no AppTest, nothing marked slow).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -10,7 +11,7 @@ export TRANSFORMERS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export STREAMLIT_BROWSER_GATHER_USAGE_STATS ?= false
 
-.PHONY: run test lint bench checkpoints chromium clean
+.PHONY: run test test-fast lint bench checkpoints chromium clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +42,12 @@ lint: $(DEV_STAMP)
 test: $(DEV_STAMP) chromium
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q
+
+# The fast tier (markers in pyproject.toml; AppTest tests are marked by tests/conftest.py).
+FAST_TIER := not browser and not slow and not app
+test-fast: $(DEV_STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m pytest -q -m "$(FAST_TIER)"
 
 bench: $(DEV_STAMP)
 	$(PY) -m bench

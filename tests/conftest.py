@@ -13,3 +13,38 @@ import torch  # noqa: E402
 # One thread: the models under test are small, and browser tests run a server process
 # beside pytest on a 2-core machine; more threads only contend.
 torch.set_num_threads(1)
+
+
+# ---- test tiers -------------------------------------------------------------------------
+# `make test` runs everything; `make test-fast` deselects the markers below (registered in
+# pyproject.toml). browser and slow are written on the tests; app is given here to every
+# test that drives the Streamlit app through AppTest, directly or through a helper such as
+# tests.test_app.open_app, so a new page test lands in the right tier by itself.
+import importlib  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+def _drives_the_app(func, depth: int = 2) -> bool:
+    """Whether func's code names AppTest, or calls a function (depth levels down) that does:
+    a module-level helper, or one imported inside the test (`from tests.test_app import ...`)."""
+    code = getattr(func, "__code__", None)
+    if code is None:
+        return False
+    if "AppTest" in code.co_names:
+        return True
+    if depth == 0:
+        return False
+    scopes = [getattr(func, "__globals__", {})]
+    scopes += [vars(importlib.import_module(n)) for n in code.co_names if n.startswith("tests.")]
+    return any(_drives_the_app(scope.get(name), depth - 1)
+               for scope in scopes for name in code.co_names)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        fixtures = getattr(item, "_fixtureinfo", None)
+        defs = fixtures.name2fixturedefs.values() if fixtures else []
+        funcs = [getattr(item, "function", None), *(d[-1].func for d in defs if d)]
+        if any(_drives_the_app(f) for f in funcs):  # the test or one of its fixtures
+            item.add_marker(pytest.mark.app)
