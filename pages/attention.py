@@ -78,8 +78,8 @@ with left:
                "of weights sums to 1 over the keys it may attend to; blocked cells are 0.")
     if long_block:
         st.caption(f"{n_q:,} × {n_k:,} tokens: more than {EXACT_MAX_TOKENS:,}, so this is "
-                   "the head pooled into block means (each cell the mean of the weights in "
-                   "its query range × key range, colours up to the largest mean). Zoom in "
+                   f"the head pooled into block means (each cell the mean of the {view} in "
+                   "its query range × key range; grey where every cell is blocked). Zoom in "
                    "below for full resolution.")
         st.markdown("**Zoom** (full resolution)")
         z1, z2, z3 = st.columns(3)
