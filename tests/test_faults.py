@@ -10,7 +10,6 @@ from streamlit.testing.v1 import AppTest
 import viz_core as vc
 from tests.test_app import APP
 
-pytestmark = pytest.mark.app
 SHIPPED = vc.shipped_models()[0]
 
 
