@@ -98,6 +98,11 @@ def _clean_args(args: tuple, kwargs: dict) -> tuple[tuple, dict, bool]:
     return tuple(out), kwargs, changed
 
 
+def _delegated(attr: str, doc: str) -> property:
+    """A read-only attribute of the wrapped backend, read at each use."""
+    return property(lambda self: getattr(self.backend, attr), doc=doc)
+
+
 class GuardedModel:
     """A loaded backend with the GPU-OOM fallback and surrogate cleaning on its runs.
 
@@ -144,37 +149,14 @@ class GuardedModel:
     def examples(self) -> list[str]:
         return self.backend.examples()
 
-    @property
-    def max_tokens(self) -> int:
-        return self.backend.max_tokens
-
-    @property
-    def architecture(self) -> str:
-        return self.backend.architecture
-
-    @property
-    def kind(self) -> str:  # the backends' alias of architecture
-        return self.backend.kind
-
-    @property
-    def family(self) -> str:
-        return self.backend.family
-
-    @property
-    def name(self) -> str:
-        return self.backend.name
-
-    @property
-    def card(self) -> dict:
-        return self.backend.card
-
-    @property
-    def device(self):
-        return self.backend.device
-
-    @property
-    def can_generate(self) -> bool:
-        return self.backend.can_generate
+    max_tokens = _delegated("max_tokens", "longest input in tokens, specials included")
+    architecture = _delegated("architecture", "encoder-decoder | decoder-only | encoder-only")
+    kind = _delegated("kind", "the backends' alias of architecture")
+    family = _delegated("family", "native | bert | gpt2 | bart | t5 | ...")
+    name = _delegated("name", "the name the model was loaded by")
+    card = _delegated("card", "the model card (description, examples)")
+    device = _delegated("device", "where the weights are (the CPU after an OOM fallback)")
+    can_generate = _delegated("can_generate", "whether the model has a decoder")
 
     def __getattr__(self, attr: str):
         # only reached for attributes not found above; "backend" itself is never delegated
