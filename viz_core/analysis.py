@@ -1,6 +1,6 @@
 """Head statistics, aggregates, rollout, head similarity and alignment: pure numpy.
 
-Conventions (shared/DESIGN.md): patterns are float32 [head, q, k], rows are queries, each
+Conventions (docs/ARCHITECTURE.md): patterns are float32 [head, q, k], rows are queries, each
 row sums to 1 over its allowed keys, and a fully blocked row is all zeros. Such all-zero rows
 carry no distribution, so every per-row statistic below skips them.
 """

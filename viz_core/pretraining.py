@@ -5,7 +5,7 @@ Every function takes a token list and an explicit ``seed`` (numpy's default_rng)
 call always draws the same corruption, and returns an :class:`Objective`: what the model
 reads, what it must produce, and the attention masks that make the objective work.
 
-Convention (shared/DESIGN.md): masks are bool [query, key], True = this query may NOT attend
+Convention (docs/ARCHITECTURE.md): masks are bool [query, key], True = this query may NOT attend
 to this key. ``None`` in a per-position target list means "no loss at this position".
 """
 

@@ -184,7 +184,7 @@ def _ray_init(cfg: AtlasConfig, workers: int) -> bool:
         except (ConnectionError, RuntimeError, ValueError) as err:
             raise AtlasError(f"Cannot connect to the Ray cluster at {cfg.address}: {err}"
                              ) from None
-    else:  # a local Ray sized to this machine (explicit num_cpus: see DESIGN.md)
+    else:  # a local Ray sized to this machine (explicit num_cpus: see docs/ARCHITECTURE.md)
         ray.init(num_cpus=max(_cpus(), workers), runtime_env=env, include_dashboard=False,
                  log_to_driver=False, configure_logging=False)
     return True

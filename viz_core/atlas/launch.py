@@ -1,5 +1,5 @@
 """Start an atlas as a subprocess and follow it: what the Streamlit page uses, so the
-server process never starts Ray itself (DESIGN.md, Known traps)."""
+server process never starts Ray itself (docs/ARCHITECTURE.md)."""
 
 from __future__ import annotations
 

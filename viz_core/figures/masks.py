@@ -1,7 +1,7 @@
 """Masks: padding for a batch of sentences, causal, their union, and what masking does to
 the scores (before masking, after masking, after softmax).
 
-Convention (shared/DESIGN.md): bool, True = blocked. A padding mask blocks PAD *columns*
+Convention (docs/ARCHITECTURE.md): bool, True = blocked. A padding mask blocks PAD *columns*
 (keys) for every query row; a causal mask blocks keys after the query. Blocked cells are
 drawn grey with a ✕ (small matrices), never as a colour extreme, and every figure says
 "True = blocked".
