@@ -5,6 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from ui import state
+from ui.bleu import show_nbest_bleu
 from ui.charts import chart, download
 from ui.controls import bounded_float, bounded_int
 from ui.errors import literal, reported
@@ -63,9 +64,7 @@ st.caption("● kept in the beam · ✕ pruned · ★ finished (EOS or max lengt
            "the n-best paths.")
 
 st.subheader("n-best")
-table = pd.DataFrame([{"rank": i + 1, "text": h.text, "score": h.score,
-                       "tokens": len(h.tokens)} for i, h in enumerate(tree.hypotheses)])
-st.dataframe(table, hide_index=True, width="stretch")
+table = pd.DataFrame(show_nbest_bleu(tree, sel.target))
 
 node_id = selected_node(event.selection) if event else None
 st.subheader("What the model looked at")

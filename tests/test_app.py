@@ -81,7 +81,8 @@ def test_home_page(toy_path):
     assert any("Attention Lab" in t.value for t in at.title)
 
 
-PAGES = ["home", "attention", "inside", "positional", "masks", "beam", "heads", "compare"]
+PAGES = ["home", "attention", "inside", "positional", "masks", "beam", "heads", "compare",
+         "pretraining", "pairs", "relative", "atlas"]
 
 
 @pytest.mark.parametrize("page", PAGES)
