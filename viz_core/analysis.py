@@ -205,6 +205,77 @@ def js_divergence_matrix(patterns: np.ndarray, labels: Sequence[str] | None = No
     return out.astype(np.float32), labels
 
 
+def _sample_rows(p: np.ndarray, max_rows: int | None) -> np.ndarray:
+    """Keep at most max_rows evenly spaced query rows (axis -2) of p [..., q, k]."""
+    if max_rows is None or p.shape[-2] <= max_rows:
+        return p
+    return p[..., np.linspace(0, p.shape[-2] - 1, max_rows).round().astype(int), :]
+
+
+def _mean_js(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Mean over rows of JS(a[q], b[q]), [..., q, k] x [..., q, k] -> [...]; rows fully
+    blocked in either pattern are skipped (NaN when none is left)."""
+    js = _row_entropy(0.5 * (a + b)) - 0.5 * (_row_entropy(a) + _row_entropy(b))
+    return _row_mean(np.maximum(js, 0.0), _live_rows(a) & _live_rows(b))
+
+
+def layer_to_layer_divergence(stacked: np.ndarray, max_rows: int | None = 64) -> np.ndarray:
+    """How much each head's pattern changes from one layer to the next.
+
+    stacked: [layer, head, q, k] (``trace.stack(kind)``). Returns float32 [layer - 1, head]:
+    row i is the Jensen-Shannon divergence (nats, 0 = same, at most ln 2) between head h of
+    layer i and head h of layer i + 1, row by row and averaged over the query rows. ALBERT's
+    layers share their weights, so only the changing input moves its patterns from layer to
+    layer. For long inputs only max_rows evenly spaced query rows are compared.
+    """
+    p = _sample_rows(np.asarray(stacked, dtype=np.float64), max_rows)
+    if p.ndim != 4:
+        raise ValueError(f"layer_to_layer_divergence needs [layer, head, q, k], got {p.shape}")
+    if p.shape[0] < 2:
+        return np.zeros((0, p.shape[1]), dtype=np.float32)
+    return _mean_js(p[:-1], p[1:]).astype(np.float32)
+
+
+def kv_group_divergence(pattern: np.ndarray, kv_group: Sequence[int],
+                        max_rows: int | None = 64) -> tuple[float, float]:
+    """Grouped-query attention: are heads that read the same key/value head alike?
+
+    pattern: [head, q, k] of one block; kv_group[h]: the key/value head query head h reads.
+    Returns (within, across): the mean Jensen-Shannon divergence over pairs of heads in the
+    same group, and over pairs in different groups (NaN where there is no such pair, e.g.
+    ``within`` for plain multi-head attention, ``across`` for multi-query attention).
+    """
+    p = np.asarray(pattern, dtype=np.float64)
+    groups = [int(g) for g in kv_group]
+    if len(groups) != p.shape[0]:
+        raise ValueError(f"kv_group has {len(groups)} entries for {p.shape[0]} heads")
+    matrix, _ = js_divergence_matrix(p, max_rows=max_rows)
+    same = np.equal.outer(groups, groups)
+    upper = np.triu(np.ones_like(same), k=1)
+    within, across = matrix[same & upper], matrix[~same & upper]
+    return (float(within.mean()) if within.size else float("nan"),
+            float(across.mean()) if across.size else float("nan"))
+
+
+def kv_group_table(trace: AttentionTrace, kind: str, max_rows: int | None = 64) -> pd.DataFrame:
+    """One row per layer of one block kind: layer, groups, within, across
+    (``kv_group_divergence`` of its pattern)."""
+    rows = []
+    for b in trace.layers(kind):
+        within, across = kv_group_divergence(b.pattern, b.kv_group, max_rows)
+        rows.append({"layer": b.layer, "groups": b.kv_heads, "within": within,
+                     "across": across})
+    return pd.DataFrame(rows, columns=["layer", "groups", "within", "across"])
+
+
+def kv_group_heads(kv_group: Sequence[int]) -> dict[int, list[int]]:
+    """{key/value head: [query heads reading it]}, e.g. [0, 0, 1, 1] -> {0: [0, 1], 1: [2, 3]}."""
+    out: dict[int, list[int]] = {}
+    for h, g in enumerate(kv_group):
+        out.setdefault(int(g), []).append(h)
+    return out
+
+
 def trace_head_patterns(trace: AttentionTrace, kind: str):
     """All heads of one block kind as ([layer*head, q, k], labels "L{layer}H{head}")."""
     stacked = trace.stack(kind)  # [layer, head, q, k]
