@@ -8,6 +8,7 @@ window at full resolution; rollout (which multiplies whole matrices) stops at th
 import streamlit as st
 
 from ui import faithfulness, state
+from ui.alignment import show_alignment
 from ui.charts import chart, download
 from ui.controls import bounded_int, open_head, pick_head
 from ui.page import selection, show_output, show_trace_messages
@@ -68,6 +69,9 @@ state.show_notices()
 
 _, n_q, n_k = block.shape
 long_block = is_long(block)
+if block.kind == "decoder.cross" and not long_block:
+    with st.expander("Alignment: argmax source per target", expanded=False):
+        show_alignment(sel, trace, block, head)
 left, right = st.columns([3, 2])
 with left:
     view = st.session_state.view
