@@ -9,8 +9,20 @@ from ui.controls import block_kind_label, open_head
 from ui.errors import reported
 from ui.page import selection, show_output, show_trace_messages
 from ui.runs import BeamRequest, TraceRequest, get_beam, get_trace, head_similarity, head_stats
+from viz_core.analysis import kv_group_heads, kv_group_table, layer_to_layer_divergence
 from viz_core.figures.aggregates import head_similarity_figure
 from viz_core.figures.heatmap import matrix_heatmap
+
+# families whose layers share one set of attention weights (the same module, called per layer)
+SHARED_WEIGHTS = {"albert": "ALBERT shares one layer's weights across all its layers"}
+
+
+def _span(heads: list[int]) -> str:
+    """[0, 1] -> "0-1"; [0, 2] -> "0, 2"."""
+    if heads == list(range(heads[0], heads[-1] + 1)) and len(heads) > 1:
+        return f"{heads[0]}-{heads[-1]}"
+    return ", ".join(map(str, heads))
+
 
 sel = selection()
 st.title("Head analysis")
@@ -49,6 +61,39 @@ chart(head_similarity_figure(matrix, labels, order=order,
                              title="Jensen–Shannon divergence between heads (0 = same)"),
       key="sim_fig", name=f"{sim_block_kind}-similarity")
 
+st.subheader("From one layer to the next")
+family = str(trace.model_info.get("family", ""))
+sim_layers = trace.layers(sim_block_kind)
+if len(sim_layers) < 2:
+    st.caption("This block kind has one layer: there is no next layer to compare with.")
+else:
+    if family in SHARED_WEIGHTS:
+        st.info(f"**Shared weights.** {SHARED_WEIGHTS[family]}: every layer applies the same "
+                "W_Q, W_K, W_V to a different input, so low values here mean the input barely "
+                "changed from one layer to the next.")
+    div = layer_to_layer_divergence(trace.stack(sim_block_kind))  # [layer - 1, head]
+    n_heads = div.shape[1]
+    with_mean = np.concatenate([div, div.mean(axis=1, keepdims=True)], axis=1)
+    steps = [f"L{b.layer}→L{b.layer + 1}" for b in sim_layers[:-1]]
+    chart(matrix_heatmap(with_mean, steps, [f"head {h}" for h in range(n_heads)] + ["mean"],
+                         title="Jensen–Shannon divergence of each head's pattern from one "
+                               "layer to the next (0 = same, ln 2 ≈ 0.69 = disjoint)",
+                         value_name="JS (nats)", colorscale="Viridis", zmin=0.0,
+                         zmax=float(np.log(2)), x_title="head", y_title="layer step"),
+          key="layer_step_fig", name=f"{sim_block_kind}-layer-to-layer")
+
+first = sim_layers[0]
+if first.kv_heads < first.n_heads:
+    st.subheader("Key/value groups (grouped-query attention)")
+    groups = kv_group_heads(first.kv_group)
+    st.caption(f"{first.n_heads} query heads read {first.kv_heads} key/value heads: "
+               + "; ".join(f"kv {g}: heads {_span(hs)}" for g, hs in groups.items())
+               + ". Heads of one group see the same keys; are their patterns closer to each "
+               "other than to the other groups' heads? (mean Jensen–Shannon divergence, "
+               "0 = same)")
+    st.dataframe(kv_group_table(trace, sim_block_kind).round(4), hide_index=True,
+                 key="kv_group_table")
+
 st.subheader("Head ablation")
 st.caption("Switch heads off (their output is set to zero) and run the model again.")
 all_heads = [f"{b.name}:{h}" for k in block_kinds for b in trace.layers(k)
@@ -58,6 +103,24 @@ if any(h not in all_heads for h in url_heads):
     state.notice("Some heads in the address do not exist in this model and were ignored.")
 state.widget_default("ablate_heads", [h for h in url_heads if h in all_heads])
 st.session_state.ablate_heads = [h for h in st.session_state.ablate_heads if h in all_heads]
+group_choices = {f"{b.name} · kv {g} (heads {_span(hs)})": [f"{b.name}:{h}" for h in hs]
+                 for k in block_kinds for b in trace.layers(k) if b.kv_heads < b.n_heads
+                 for g, hs in kv_group_heads(b.kv_group).items()}
+
+
+def _add_group() -> None:
+    """Expand the chosen key/value group into its heads in the ablation multiselect."""
+    picked = st.session_state.get("ablate_group")
+    if picked in group_choices:
+        st.session_state.ablate_heads = list(dict.fromkeys(
+            st.session_state.ablate_heads + group_choices[picked]))
+    st.session_state.ablate_group = None
+
+
+if group_choices:
+    st.selectbox("Switch off a whole key/value group", list(group_choices), index=None,
+                 key="ablate_group", on_change=_add_group,
+                 placeholder="pick a group: its query heads are added below")
 chosen = st.multiselect("Heads to switch off", all_heads, key="ablate_heads")
 state.to_url(ablate=",".join(chosen))
 state.show_notices()

@@ -1,0 +1,92 @@
+"""Issue 14's views in the app (AppTest), on tiny Llama / Mistral / Gemma 2 / ALBERT models and
+the shipped ones: layer-to-layer similarity (ALBERT's shared weights highlighted), key/value
+groups on Head analysis (within/across table, a whole group switched off), each layer's real
+mask on Masks (local window / global), Gemma 2's softcap on Inside a head."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.hf_tiny_encoders import make_tiny_albert
+from tests.hf_tiny_modern import make_tiny
+from tests.test_app import no_errors, open_app
+
+TEXT = "the cat sat on the mat because it was tired"
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    cache = {}
+
+    def get(family):
+        if family not in cache:
+            root = tmp_path_factory.mktemp(family)
+            path = make_tiny_albert(root, seed=1) if family == "albert" else make_tiny(
+                family, root, seed=1)
+            cache[family] = str(path)
+        return cache[family]
+
+    return get
+
+
+def titles(at) -> list[str]:
+    return [json.dumps(json.loads(c.proto.spec).get("layout", {}).get("title"))
+            for c in at.get("plotly_chart")]
+
+
+def z_shape(z) -> tuple[int, ...]:
+    """Shape of a heatmap's z, sent as nested lists or as plotly's typed array."""
+    if isinstance(z, dict):
+        return tuple(int(n) for n in z["shape"].split(","))
+    return (len(z), len(z[0]))
+
+
+def subheaders(at) -> list[str]:
+    return [s.value for s in at.subheader]
+
+
+# ---- Head analysis -----------------------------------------------------------------------
+def test_heads_albert_layer_to_layer_highlights_shared_weights(tiny):
+    at = open_app("heads", model=tiny("albert"), text=TEXT)
+    no_errors(at)
+    assert "From one layer to the next" in subheaders(at)
+    assert any("Shared weights" in i.value for i in at.info)
+    spec = next(json.loads(c.proto.spec) for c in at.get("plotly_chart")
+                if "one layer to the next" in json.dumps(json.loads(c.proto.spec)["layout"]))
+    assert z_shape(spec["data"][0]["z"]) == (2, 5)  # 3 layers -> 2 steps; 4 heads + mean
+    assert "Key/value groups (grouped-query attention)" not in subheaders(at)  # plain MHA
+
+
+def test_heads_llama_kv_groups_table_and_group_ablation(tiny):
+    at = open_app("heads", model=tiny("llama"), text=TEXT)
+    no_errors(at)
+    assert "Key/value groups (grouped-query attention)" in subheaders(at)
+    assert any("kv 0: heads 0-1; kv 1: heads 2-3" in c.value for c in at.caption)
+    table = next(d.value for d in at.dataframe if "within" in d.value.columns)
+    assert list(table["layer"]) == [0, 1] and list(table["groups"]) == [2, 2]
+    assert (table["within"] >= 0).all() and (table["across"] >= 0).all()
+    assert not any("Shared weights" in i.value for i in at.info)
+    group = at.selectbox(key="ablate_group")
+    assert group.options[1] == "decoder.0.self · kv 1 (heads 2-3)"
+    group.set_value(group.options[1]).run()
+    no_errors(at)
+    assert at.multiselect(key="ablate_heads").value == ["decoder.0.self:2", "decoder.0.self:3"]
+    assert at.selectbox(key="ablate_group").value is None
+    assert at.query_params["ablate"] in ("decoder.0.self:2,decoder.0.self:3",
+                                         ["decoder.0.self:2,decoder.0.self:3"])
+    assert any("ablated" in t for t in titles(at))
+    # a second group adds its heads; the ones already chosen stay once
+    at.selectbox(key="ablate_group").set_value("decoder.1.self · kv 0 (heads 0-1)").run()
+    no_errors(at)
+    assert at.multiselect(key="ablate_heads").value == [
+        "decoder.0.self:2", "decoder.0.self:3", "decoder.1.self:0", "decoder.1.self:1"]
+
+
+def test_heads_shipped_models_have_no_group_choice_and_compare_layers():
+    at = open_app("heads", model="minilm", text="The quick brown fox.")
+    no_errors(at)
+    assert "From one layer to the next" in subheaders(at)
+    assert not any("Shared weights" in i.value for i in at.info)
+    assert not at.get("selectbox") or all(s.key != "ablate_group" for s in at.selectbox)
