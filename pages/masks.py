@@ -8,7 +8,15 @@ from ui.controls import bounded_int
 from ui.page import selection, show_trace_messages
 from ui.runs import BatchRequest, get_batch
 from viz_core.export import npz_bytes
-from viz_core.figures.masks import batch_masks_figure, mask_parts_figure, masking_steps_figure
+from viz_core.figures.masks import (
+    batch_masks_figure,
+    layer_masks_figure,
+    mask_parts_figure,
+    masking_steps_figure,
+    span_label,
+)
+
+PER_LAYER_TOKENS = 256  # the per-layer masks show at most this many tokens
 
 sel = selection()
 st.title("Masks")
@@ -54,8 +62,9 @@ if st.session_state.mask_block not in block_names:
 name = st.selectbox("Block", block_names, key="mask_block")
 block = trace[name]
 chart(mask_parts_figure(block.mask, block.query_tokens, block.key_tokens,
-                        causal=block.kind == "decoder.self"),
+                        causal=block.kind == "decoder.self", window=block.window_size),
       key="mask_union", name="mask-union")
+st.caption(f"{name}: {span_label(block.window_size)}")
 head = bounded_int("Head", "mask_head", 0, 0, block.n_heads - 1)
 state.to_url(mask_sentence=choice, mask_block=name)
 state.show_notices()
@@ -65,6 +74,21 @@ else:
     chart(masking_steps_figure(block.scores[head], block.mask, block.query_tokens,
                                block.key_tokens, title=f"{name} · head {head}"),
           key="mask_steps", name=f"masking-{name}-h{head}")
+if "decoder.self" in trace.kinds():
+    st.subheader("This model's masks per layer")
+    layers = trace.layers("decoder.self")
+    st.caption("Each layer's own mask, as the model used it for this sentence. A local layer "
+               "(sliding window of N) lets a query see only itself and the N − 1 keys before "
+               "it; a global layer sees every earlier key. Layers with equal masks share a "
+               "panel.")
+    st.dataframe([{"layer": b.layer, "attention": span_label(b.window_size)} for b in layers],
+                 hide_index=True, height=min(400, 36 + 35 * len(layers)))
+    if max(layers[0].shape[1:]) > PER_LAYER_TOKENS:
+        st.info(f"Long input: the masks below show the first {PER_LAYER_TOKENS} tokens.")
+    chart(layer_masks_figure(layers, layers[0].query_tokens, layers[0].key_tokens,
+                             max_tokens=PER_LAYER_TOKENS),
+          key="mask_layers", name="masks-per-layer")
+
 download("Masks and scores (NPZ)", lambda: npz_bytes(
     {f"sentence{i}/{n}/mask": t[n].mask for i, t in enumerate(traces) for n in t.blocks}),
     "masks.npz", "application/octet-stream", "dl_masks")

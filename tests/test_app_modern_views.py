@@ -90,3 +90,40 @@ def test_heads_shipped_models_have_no_group_choice_and_compare_layers():
     assert "From one layer to the next" in subheaders(at)
     assert not any("Shared weights" in i.value for i in at.info)
     assert not at.get("selectbox") or all(s.key != "ablate_group" for s in at.selectbox)
+
+
+# ---- Masks -------------------------------------------------------------------------------
+def mask_layer_table(at):
+    return next(d.value for d in at.dataframe if "attention" in d.value.columns)
+
+
+@pytest.mark.parametrize("family, labels", [
+    ("gemma2", ["local, window 4", "global"]),
+    ("mistral", ["local, window 4", "local, window 4"]),
+    ("llama", ["global", "global"]),
+])
+def test_masks_page_shows_each_layers_real_mask(tiny, family, labels):
+    at = open_app("masks", model=tiny(family), text=TEXT)
+    no_errors(at)
+    assert "This model's masks per layer" in subheaders(at)
+    assert list(mask_layer_table(at)["attention"]) == labels
+    assert any("each layer" in t for t in titles(at))
+    first = "decoder.0.self: " + labels[0]
+    assert any(c.value == first for c in at.caption)
+    if family == "gemma2":  # the block picker follows: layer 1 is global
+        at.selectbox(key="mask_block").set_value("decoder.1.self").run()
+        no_errors(at)
+        assert any(c.value == "decoder.1.self: global" for c in at.caption)
+        assert any("sliding window" not in t and "union" in t for t in titles(at))
+    if family == "mistral":
+        assert any("sliding window of 4" in t for t in titles(at))
+
+
+def test_masks_page_per_layer_on_shipped_models():
+    at = open_app("masks", model="lm", text="the cat")
+    no_errors(at)
+    table = mask_layer_table(at)
+    assert len(table) >= 1 and set(table["attention"]) == {"global"}
+    at = open_app("masks", model="minilm", text="The quick brown fox.")
+    no_errors(at)
+    assert "This model's masks per layer" not in subheaders(at)  # an encoder: no such view

@@ -48,6 +48,62 @@ def causal_mask(n: int) -> np.ndarray:
     return np.triu(np.ones((n, n), dtype=bool), k=1)
 
 
+def sliding_window_mask(n_queries: int, window: int, n_keys: int | None = None) -> np.ndarray:
+    """bool [q, k]: True where key k lies `window` or more positions before query q (q - k >=
+    window), i.e. outside a sliding window of `window` keys ending at the query itself.
+    Mistral's and Gemma's local layers block this together with the causal mask."""
+    n_keys = n_queries if n_keys is None else n_keys
+    return (np.arange(n_queries)[:, None] - np.arange(n_keys)[None, :]) >= int(window)
+
+
+def span_label(window: int | None) -> str:
+    """How far a layer looks: "local, window 4" for a sliding-window layer, else "global"."""
+    return "global" if not window else f"local, window {int(window)}"
+
+
+def layer_masks(blocks, max_tokens: int = 256):
+    """Each layer's real mask, grouped: blocks whose top-left max_tokens x max_tokens masks
+    are equal share one entry. Returns (entries, n) with n the side shown and entries a list
+    of (mask bool [n, n], window or None, [layer, ...]) in layer order of first appearance.
+    Reads only the first n query rows (``mask_window``): never an N x N mask."""
+    if not blocks:
+        return [], 0
+    _, n_q, n_k = blocks[0].shape
+    n_q, n_k = min(n_q, max_tokens), min(n_k, max_tokens)
+    entries: list[tuple[np.ndarray, int | None, list[int]]] = []
+    for b in blocks:
+        m = np.asarray(b.mask_window((0, n_q), (0, n_k)), dtype=bool)
+        for seen, window, layers in entries:
+            if window == b.window_size and np.array_equal(seen, m):
+                layers.append(b.layer)
+                break
+        else:
+            entries.append((m, b.window_size, [b.layer]))
+    return entries, n_q
+
+
+def layer_masks_figure(blocks, query_tokens: Sequence[str], key_tokens: Sequence[str],
+                       max_tokens: int = 256, max_panels: int = 4) -> go.Figure:
+    """The model's own mask per layer, one panel per distinct mask (``layer_masks``), titled
+    with its layers and "local, window N" / "global"; the first max_tokens tokens only."""
+    entries, n = layer_masks(blocks, max_tokens)
+    entries = entries[:max_panels]
+    titles = [f"{_layers_text(layers)}: {span_label(w)}" for _, w, layers in entries]
+    n_k = entries[0][0].shape[1] if entries else 0
+    title = "This model's mask in each layer"
+    if n < len(query_tokens) or n_k < len(key_tokens):
+        title += f" (first {n} tokens)"
+    return mask_panels([m for m, _, _ in entries], titles,
+                       [list(query_tokens)[:n]] * len(entries),
+                       [list(key_tokens)[:n_k]] * len(entries), title=title)
+
+
+def _layers_text(layers: Sequence[int]) -> str:
+    head = ", ".join(str(x) for x in layers[:6])
+    more = f" … (+{len(layers) - 6})" if len(layers) > 6 else ""
+    return f"layer{'s' if len(layers) > 1 else ''} {head}{more}"
+
+
 def pad_columns(mask: np.ndarray) -> np.ndarray:
     """bool [k]: key columns blocked for every query row, i.e. padding. A causal mask never
     blocks a whole column (the last query sees every real key), so this reads the padding
@@ -123,19 +179,28 @@ def batch_masks_figure(masks: Sequence[np.ndarray], query_tokens: Sequence[Seque
 
 
 def mask_parts_figure(mask: np.ndarray, query_tokens: Sequence[str],
-                      key_tokens: Sequence[str], causal: bool) -> go.Figure:
+                      key_tokens: Sequence[str], causal: bool,
+                      window: int | None = None) -> go.Figure:
     """A block's real mask next to its parts: padding (the whole-column blocks) and, for a
-    decoder's self-attention, the causal mask; their union should equal the real mask."""
+    decoder's self-attention, the causal mask and, on a sliding-window layer, the keys
+    `window` or more positions back; their union should equal the real mask."""
     m = np.asarray(mask, dtype=bool)
     pad = np.broadcast_to(pad_columns(m)[None, :], m.shape).copy()
     if not causal:
         return mask_panels([pad, m], ["padding (PAD keys)", "the model's mask"],
                            [query_tokens] * 2, [key_tokens] * 2, title="Padding mask")
     c = causal_mask(m.shape[0])[:, : m.shape[1]]
-    return mask_panels([pad, c, m], ["padding (PAD keys)", "causal (k > q)",
-                                     "the model's mask (union)"],
-                       [query_tokens] * 3, [key_tokens] * 3,
-                       title="Padding, causal and their union")
+    if not window:
+        return mask_panels([pad, c, m], ["padding (PAD keys)", "causal (k > q)",
+                                         "the model's mask (union)"],
+                           [query_tokens] * 3, [key_tokens] * 3,
+                           title="Padding, causal and their union")
+    w = sliding_window_mask(m.shape[0], window, m.shape[1])
+    return mask_panels([pad, c, w, m], ["padding (PAD keys)", "causal (k > q)",
+                                        f"outside the window (q − k ≥ {int(window)})",
+                                        "the model's mask (union)"],
+                       [query_tokens] * 4, [key_tokens] * 4,
+                       title=f"Padding, causal, sliding window of {int(window)} and their union")
 
 
 def mask_union_figure(tokens: Sequence[str], length: int | None = None) -> go.Figure:
