@@ -56,6 +56,8 @@ checkpoints: $(RUNTIME_STAMP)
 	$(PY) -m viz_core.train --task dates --out checkpoints/dates --steps 3500
 	$(PY) -m viz_core.train --task en-fr --out checkpoints/en-fr --steps 4000
 	$(PY) -m viz_core.train --task lm --out checkpoints/lm --steps 1500
+	$(PY) -m viz_core.train --task lm --out checkpoints/lm-rope --name lm-rope --steps 1500 \
+		--positional rope --kv-heads 2 --norm rmsnorm --compare checkpoints/lm
 
 clean:
 	rm -rf $(VENV) tests/artifacts bench/results.json

@@ -3,10 +3,14 @@
     python -m viz_core.train --task dates --out checkpoints/dates
     python -m viz_core.train --task en-fr --out checkpoints/en-fr --steps 6000
     python -m viz_core.train --task lm --out checkpoints/lm
+    python -m viz_core.train --task lm --out checkpoints/lm-rope --name lm-rope \
+        --positional rope --kv-heads 2 --norm rmsnorm --compare checkpoints/lm
 
 AdamW with linear warm-up then cosine decay (over the steps, or over --max-minutes when
 that comes first), label smoothing, padding masks, teacher forcing. At the end: evaluation
 on the held-out set and a checkpoint (model.safetensors, config.json, vocab.json, card.json).
+--compare evaluates other checkpoints of the same task with the same code on the same held-out
+set and writes their metrics into the card beside this model's.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from .tasks import get_task
 from .tasks.common import pad_batch
 
 MODEL_FIELDS = ("d_model", "n_heads", "n_layers", "n_decoder_layers", "d_ff", "dropout",
-                "max_len", "norm_first", "positional")
+                "max_len", "norm_first", "positional", "n_kv_heads", "norm", "rope_base")
 
 
 def encode_pairs(task, vocabs, pairs, cfg: TransformerConfig):
@@ -63,12 +67,16 @@ def train(task: str, out: str | Path | None = None, *, steps: int | None = None,
           seed: int = 0, max_minutes: float | None = None, label_smoothing: float = 0.1,
           n_train: int | None = None, n_test: int | None = None, evaluate: bool = True,
           progress: bool = True, threads: int | None = 1, log_every: int = 50,
-          init: str | Path | None = None, **model_overrides) -> dict:
+          init: str | Path | None = None, name: str | None = None,
+          compare: list[str | Path] | None = None, **model_overrides) -> dict:
     """Train one task; returns {"model", "vocabs", "losses", "metrics", "card"}.
 
     model_overrides: any of MODEL_FIELDS (d_model, n_heads, n_layers, ...).
     init: a checkpoint dir of this task to continue training from (its config and
     vocabularies are kept; steps and seconds add up in the card).
+    name: the model's name in its card (default: the task's).
+    compare: checkpoint dirs of the same task evaluated on the same held-out set with the
+    same code; their metrics go into the card under "compared" ({dir name: metrics}).
     """
     mod = get_task(task)
     d = dict(mod.DEFAULTS)
@@ -151,11 +159,24 @@ def train(task: str, out: str | Path | None = None, *, steps: int | None = None,
     train_seconds = round(time.time() - start, 1)
     model.eval()
 
-    metrics = {}
+    metrics, compared = {}, {}
     if evaluate and test_pairs:
         metrics = mod.evaluate(model, vocabs, test_pairs, train_pairs)
+        for other in compare or []:
+            o_model, o_vocabs, o_card = load_checkpoint(other)
+            if o_card.get("task", task) != task:
+                raise ValueError(f"{other} is a {o_card.get('task')} model, not {task}")
+            o_metrics = mod.evaluate(o_model, o_vocabs, test_pairs, train_pairs)
+            compared[Path(other).name] = {k: v for k, v in o_metrics.items() if k != "errors"}
+    description = mod.DESCRIPTION
+    modern = [f"RoPE (base {cfg.rope_base:g})" if cfg.positional == "rope" else "",
+              f"grouped-query attention ({cfg.n_heads} query heads over {cfg.kv_heads} "
+              f"key/value heads)" if cfg.kv_heads != cfg.n_heads else "",
+              "RMSNorm" if cfg.norm == "rmsnorm" else ""]
+    if any(modern):
+        description += "; with " + ", ".join(m for m in modern if m)
     card = {
-        "name": task, "description": mod.DESCRIPTION, "task": task,
+        "name": name or task, "description": description, "task": task,
         "examples": list(mod.EXAMPLES), "generator_version": mod.GENERATOR_VERSION,
         "metrics": {k: v for k, v in metrics.items() if k != "errors"},
         "train_steps": before["train_steps"] + step,
@@ -166,6 +187,12 @@ def train(task: str, out: str | Path | None = None, *, steps: int | None = None,
                      "label_smoothing": label_smoothing, "final_loss": round(
                          sum(losses[-100:]) / max(len(losses[-100:]), 1), 4)},
     }
+    if cfg.positional == "rope" or cfg.kv_heads != cfg.n_heads or cfg.norm != "layernorm":
+        card["architecture"] = {"positional": cfg.positional, "rope_base": cfg.rope_base,
+                                "heads": cfg.n_heads, "kv_heads": cfg.kv_heads,
+                                "norm": cfg.norm}
+    if compared:
+        card["compared"] = compared
     if init_card is not None:  # keep the history: the run this one continued
         card["training"]["continued_from"] = {
             "train_steps": before["train_steps"], "training": init_card.get("training")}
@@ -186,6 +213,13 @@ def main(argv=None) -> None:
     ap.add_argument("--layers", type=int, help="encoder and decoder layers")
     ap.add_argument("--decoder-layers", type=int, help="decoder layers (default: --layers)")
     ap.add_argument("--heads", type=int)
+    ap.add_argument("--kv-heads", type=int, help="key/value heads (GQA; default: --heads)")
+    ap.add_argument("--positional", choices=["sinusoidal", "learned", "rope"])
+    ap.add_argument("--rope-base", type=float)
+    ap.add_argument("--norm", choices=["layernorm", "rmsnorm"])
+    ap.add_argument("--name", help="the model's name in its card (default: the task's)")
+    ap.add_argument("--compare", nargs="*", default=[],
+                    help="checkpoint dirs of the same task to evaluate beside this one")
     ap.add_argument("--d-ff", type=int)
     ap.add_argument("--dropout", type=float)
     ap.add_argument("--lr", type=float)
@@ -205,11 +239,14 @@ def main(argv=None) -> None:
         seed=a.seed, max_minutes=a.max_minutes, label_smoothing=a.label_smoothing,
         n_train=a.n_train, n_test=a.n_test, threads=a.threads, d_model=a.d_model,
         n_heads=a.heads, n_layers=a.layers, n_decoder_layers=a.decoder_layers or a.layers,
-        d_ff=a.d_ff, dropout=a.dropout, init=a.init)
+        d_ff=a.d_ff, dropout=a.dropout, init=a.init, name=a.name, compare=a.compare,
+        n_kv_heads=a.kv_heads, positional=a.positional, rope_base=a.rope_base, norm=a.norm)
     metrics = result["metrics"]
     for src, hyp, ref in metrics.get("errors", []):
         print(f"  error: {src!r} -> {hyp!r} (expected {ref!r})")
     print("metrics:", {k: v for k, v in metrics.items() if k != "errors"})
+    for other, m in result["card"].get("compared", {}).items():
+        print(f"  {other} on the same held-out set: {m}")
     print(f"{result['card']['train_steps']} steps in {result['card']['train_seconds']} s, "
           f"{result['card']['parameters']:,} parameters" + (f", wrote {a.out}" if a.out else ""))
 

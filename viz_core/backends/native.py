@@ -60,14 +60,30 @@ class NativeModel(Backend):
 
     @property
     def positional_kind(self) -> str:
-        return self.cfg.positional
+        return self.cfg.positional_kind  # "rotary" for positional="rope"
+
+    @property
+    def kv_heads(self) -> int:
+        return self.cfg.kv_heads
 
     def info(self) -> dict:
         return {**super().info(), "layers": self.cfg.n_layers, "decoder_layers":
                 self.cfg.n_decoder_layers, "heads": self.cfg.n_heads,
-                "kv_heads": self.cfg.n_heads, "d_model": self.cfg.d_model,
+                "kv_heads": self.cfg.kv_heads, "d_model": self.cfg.d_model,
                 "parameters": self._n_params, "positional": self.cfg.positional,
+                "positional_kind": self.positional_kind, "norm": self.cfg.norm,
+                **({"rope_base": float(self.cfg.rope_base)} if self.cfg.positional == "rope"
+                   else {}),
                 "dtype": str(self.dtype).removeprefix("torch."), "max_tokens": self.max_tokens}
+
+    def _positional(self, n: int):
+        """(this input's rows of the added table or None, a note for RoPE or "")."""
+        table = self.model.positional_table(n)
+        if table is None:
+            return None, (f"rotary position embeddings (RoPE): q and k of every self-attention "
+                          f"rotated by position, base {float(self.cfg.rope_base):g}; nothing "
+                          f"is added to the embeddings")
+        return to_numpy(table), ""
 
     def special_token_mask(self, token_ids: list[int]) -> list[bool]:
         special = {self.cfg.pad_id, self.cfg.bos_id, self.cfg.eos_id}
@@ -170,12 +186,12 @@ class NativeModel(Backend):
         cfg = self.cfg
         layout = block_layout(self.architecture, cfg.n_layers, cfg.n_decoder_layers,
                               src_tokens, dec_tokens)
-        n_pos = max(len(src_tokens), len(dec_tokens))
+        positional, note = self._positional(max(len(src_tokens), len(dec_tokens)))
         trace = AttentionTrace(
             block_traces=blocks_from_records(rec, layout),
-            positional=to_numpy(self.model.positions.table[:n_pos]),
+            positional=positional, positional_note=note,
             source_tokens=src_tokens, target_tokens=dec_tokens, output_tokens=output_tokens,
-            output_text=output_text, positional_kind=self.cfg.positional,
+            output_text=output_text, positional_kind=self.positional_kind,
             unknown_words=unknown, warnings=warnings, model_info=self.info())
         return self._stamp(trace, source, target)
 
@@ -243,11 +259,12 @@ class NativeModel(Backend):
             d_tok = self._shown(self.tgt_vocab, dec[i]) if dec is not None else []
             layout = block_layout(self.architecture, cfg.n_layers, cfg.n_decoder_layers,
                                   s_tok, d_tok)
+            positional, note = self._positional(max(len(s_tok), len(d_tok)))
             traces.append(AttentionTrace(
                 block_traces=blocks_from_records(rec, layout, i),
-                positional=to_numpy(self.model.positions.table[:max(len(s_tok), len(d_tok))]),
+                positional=positional, positional_note=note,
                 source_tokens=s_tok if cfg.has_encoder else d_tok[1:], target_tokens=d_tok,
-                positional_kind=cfg.positional, unknown_words=unknown[i],
+                positional_kind=self.positional_kind, unknown_words=unknown[i],
                 warnings=warnings[i], model_info=self.info()))
             self.device_budget.admit(traces[-1])
         return traces

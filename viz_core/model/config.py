@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from ..errors import CheckpointError
 
 KINDS = ("encoder-decoder", "decoder-only", "encoder-only")
-POSITIONAL_KINDS = ("sinusoidal", "learned")
+POSITIONAL_KINDS = ("sinusoidal", "learned", "rope")
+NORMS = ("layernorm", "rmsnorm")
 
 # Limits checked before any allocation, so a hostile config.json cannot exhaust memory.
 MAX_PARAMS = 2_000_000_000
@@ -23,12 +24,19 @@ class TransformerConfig:
     tgt_vocab_size: int = 0  # decoder vocabulary (0 for encoder-only)
     d_model: int = 128  # width of every residual stream
     n_heads: int = 4  # attention heads per block; d_k = d_v = d_model / n_heads
+    # key/value heads (grouped-query attention): query head h reads kv head
+    # h // (n_heads / n_kv_heads); None = n_heads (plain multi-head), 1 = multi-query
+    n_kv_heads: int | None = None
     n_layers: int = 2  # encoder layers
     n_decoder_layers: int = 2  # decoder layers
     d_ff: int = 512  # inner width of the position-wise feed-forward
     dropout: float = 0.1  # on sublayer outputs, attention weights and embeddings (training only)
     max_len: int = 256  # longest sequence; the positional table has this many rows
-    positional: str = "sinusoidal"  # sinusoidal | learned
+    # sinusoidal | learned: a table added to the embeddings; rope: no table, q and k of every
+    # self-attention rotated by position (RoFormer), cross-attention left unrotated
+    positional: str = "sinusoidal"
+    rope_base: float = 10000.0  # RoPE: dimension pair i turns by pos * rope_base^(-2i/d_k)
+    norm: str = "layernorm"  # layernorm | rmsnorm (x / rms(x) * g, no centring, no bias)
     norm_first: bool = False  # False: post-LN as in the paper; True: pre-LN (GPT-2 style)
     share_embeddings: bool = False  # tie decoder input embedding and output projection
     pad_id: int = 0  # special token ids, the same in every vocabulary of a model
@@ -41,6 +49,15 @@ class TransformerConfig:
         return self.d_model // self.n_heads
 
     @property
+    def kv_heads(self) -> int:
+        return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
+
+    @property
+    def positional_kind(self) -> str:
+        """The trace's name for it: sinusoidal | learned | rotary."""
+        return "rotary" if self.positional == "rope" else self.positional
+
+    @property
     def has_encoder(self) -> bool:
         return self.kind in ("encoder-decoder", "encoder-only")
 
@@ -51,8 +68,9 @@ class TransformerConfig:
     def approx_params(self) -> int:
         """Parameter count estimate, used to refuse absurd configs before allocating."""
         d, f = self.d_model, self.d_ff
-        enc = self.n_layers * (4 * d * d + 2 * d * f) if self.has_encoder else 0
-        dec = self.n_decoder_layers * (8 * d * d + 2 * d * f) if self.has_decoder else 0
+        kv = 2 * d * self.kv_heads * self.d_k if self.n_heads else 2 * d * d  # W_K, W_V
+        enc = self.n_layers * (2 * d * d + kv + 2 * d * f) if self.has_encoder else 0
+        dec = self.n_decoder_layers * (6 * d * d + kv + 2 * d * f) if self.has_decoder else 0
         emb = (self.src_vocab_size + 2 * self.tgt_vocab_size) * d + self.max_len * d
         return enc + dec + emb
 
@@ -73,6 +91,20 @@ class TransformerConfig:
         if self.d_model < 1 or self.n_heads < 1 or self.d_model % self.n_heads:
             raise bad(f"d_model ({self.d_model}) must be a positive multiple of n_heads "
                       f"({self.n_heads})")
+        kv = self.n_kv_heads
+        if kv is not None and (not isinstance(kv, int) or isinstance(kv, bool) or kv < 1
+                               or self.n_heads % kv):
+            raise bad(f"n_kv_heads must be a positive divisor of n_heads ({self.n_heads}), "
+                      f"got {kv!r}")
+        if self.norm not in NORMS:
+            raise bad(f"norm must be one of {NORMS}, got {self.norm!r}")
+        if self.positional == "rope":
+            if self.d_k % 2:
+                raise bad(f"RoPE rotates pairs of dimensions: d_k ({self.d_k}) must be even")
+            base = self.rope_base
+            if isinstance(base, bool) or not isinstance(base, (int, float)) or not (
+                    1.0 < float(base) < 1e12):
+                raise bad(f"rope_base must be a number in (1, 1e12), got {base!r}")
         if self.max_len < 1 or self.max_len > MAX_LEN:
             raise bad(f"max_len must be in 1..{MAX_LEN}, got {self.max_len}")
         if self.has_encoder and not 0 < self.src_vocab_size <= MAX_VOCAB:

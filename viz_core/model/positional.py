@@ -1,8 +1,12 @@
-"""Positional encodings: the paper's sinusoids, or learned embeddings.
+"""Positional encodings: the paper's sinusoids, learned embeddings, or rotary (RoPE).
 
 PE[pos, 2i]   = sin(pos / 10000^(2i / d_model))
 PE[pos, 2i+1] = cos(pos / 10000^(2i / d_model))
 so dimension pair i has wavelength 2*pi * 10000^(2i/d_model): from 2*pi up to 10000*2*pi.
+
+RoPE (Su et al., RoFormer, 2021) adds nothing to the embeddings: inside every self-attention
+it turns each 2-D pair of q's and k's dimensions by the angle pos * theta_i, theta_i =
+base^(-2i/d_k), so q_m . k_n depends on m and n only through m - n.
 """
 
 from __future__ import annotations
@@ -57,6 +61,41 @@ class LearnedPositions(nn.Module):
         return self.embedding(positions)
 
 
-def make_positions(kind: str, max_len: int, d_model: int) -> nn.Module:
+def make_positions(kind: str, max_len: int, d_model: int) -> nn.Module | None:
+    """The table added to the embeddings; None for RoPE (positions enter q and k instead)."""
+    if kind == "rope":
+        return None
     return SinusoidalPositions(max_len, d_model) if kind == "sinusoidal" else (
         LearnedPositions(max_len, d_model))
+
+
+# ---- rotary position embeddings ----------------------------------------------------------
+def rope_frequencies(d_head: int, base: float = 10000.0) -> torch.Tensor:
+    """float64 [d_head / 2]: theta_i = base^(-2i/d_head), the turn of pair i per position."""
+    return torch.pow(torch.tensor(float(base), dtype=torch.float64),
+                     -torch.arange(0, d_head, 2, dtype=torch.float64) / d_head)
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """(x1, x2) -> (-x2, x1) on the two halves of the last dimension."""
+    half = x.shape[-1] // 2
+    return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+
+
+def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
+    """Rotate x (..., T, d_head) at positions (T,) by RoPE; same shape and dtype.
+
+    Pairing: the half-split layout (GPT-NeoX, Hugging Face Llama): pair i is dimensions
+    (i, i + d/2), not the interleaved (2i, 2i+1) of the RoFormer paper. The two layouts are
+    the same rotation up to a fixed permutation of q's and k's dimensions (which W_Q and W_K
+    learn), so q.k is unchanged in kind; this one lets a test compare with transformers'
+    apply_rotary_pos_emb directly. Angles in float32 as there (float64 is missing on some
+    accelerators), the rotation in float32 or wider, then cast back.
+    """
+    theta = rope_frequencies(x.shape[-1], base).float().to(x.device)  # (d/2,)
+    angle = positions.to(x.device, torch.float32)[:, None] * theta[None]  # (T, d/2)
+    angle = torch.cat([angle, angle], dim=-1)  # (T, d): pair i at i and i + d/2
+    work = torch.promote_types(x.dtype, torch.float32)
+    cos, sin = angle.cos().to(work), angle.sin().to(work)
+    xw = x.to(work)
+    return (xw * cos + rotate_half(xw) * sin).to(x.dtype)

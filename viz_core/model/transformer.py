@@ -6,6 +6,10 @@ attention, feed-forward) -> linear + softmax. Each sublayer is wrapped as
 LayerNorm(x + Dropout(Sublayer(x))) (post-LN, the paper) or x + Dropout(Sublayer(LN(x)))
 (pre-LN). The same classes build encoder-only and decoder-only models.
 
+Later options, all off by default so older checkpoints load unchanged: RMSNorm instead of
+LayerNorm, grouped-query attention (n_kv_heads) and rotary positions (positional="rope": no
+table on the embeddings; q and k of each self-attention rotated, see attention.py).
+
 Nothing captured is ever stored on a module: key/value caches are objects passed in by the
 caller and returned to it, and capture goes through viz_core.capture (a per-call recorder).
 """
@@ -36,14 +40,40 @@ class FeedForward(nn.Module):
         return self.W_2(self.dropout(torch.relu(self.W_1(x))))
 
 
-class SublayerConnection(nn.Module):
-    """Residual + LayerNorm around one sublayer, post-LN or pre-LN."""
+class RMSNorm(nn.Module):
+    """RMSNorm(x) = x / sqrt(mean(x^2) + eps) * g (Zhang & Sennrich, 2019): LayerNorm without
+    the mean subtraction and the bias. Computed in float32 at least, as Llama does."""
 
-    def __init__(self, d_model: int, dropout: float, norm_first: bool):
+    def __init__(self, d_model: int, eps: float = 1e-6):
         super().__init__()
-        self.norm = nn.LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
-        self.norm_first = norm_first
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))  # g
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        xf = x.to(torch.promote_types(x.dtype, torch.float32))
+        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (xf * self.weight.to(xf.dtype)).to(x.dtype)
+
+
+def make_norm(cfg: TransformerConfig) -> nn.Module:
+    return RMSNorm(cfg.d_model) if cfg.norm == "rmsnorm" else nn.LayerNorm(cfg.d_model)
+
+
+def make_attention(cfg: TransformerConfig, self_attention: bool) -> MultiHeadAttention:
+    """Self-attention gets RoPE when the model uses it; cross-attention never (its queries
+    and keys come from different sequences, whose positions do not compare)."""
+    rope = cfg.rope_base if cfg.positional == "rope" and self_attention else None
+    return MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout, cfg.kv_heads, rope)
+
+
+class SublayerConnection(nn.Module):
+    """Residual + normalisation (LayerNorm or RMSNorm) around one sublayer, post or pre."""
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.norm = make_norm(cfg)
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.norm_first = cfg.norm_first
 
     def forward(self, x: torch.Tensor, sublayer) -> tuple[torch.Tensor, object]:
         """sublayer(h) returns (output, extra); extra (a kv pair) is passed through."""
@@ -57,10 +87,9 @@ class SublayerConnection(nn.Module):
 class EncoderLayer(nn.Module):
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
-        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
+        self.self_attn = make_attention(cfg, self_attention=True)
         self.feed_forward = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout)
-        self.sublayer = nn.ModuleList(
-            [SublayerConnection(cfg.d_model, cfg.dropout, cfg.norm_first) for _ in range(2)])
+        self.sublayer = nn.ModuleList([SublayerConnection(cfg) for _ in range(2)])
 
     def forward(self, x, key_pad, name):
         x, _ = self.sublayer[0](x, lambda h: self.self_attn(h, h, key_pad, False, name))
@@ -71,12 +100,11 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     def __init__(self, cfg: TransformerConfig, cross: bool):
         super().__init__()
-        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
-        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout) if cross else None
+        self.self_attn = make_attention(cfg, self_attention=True)
+        self.cross_attn = make_attention(cfg, self_attention=False) if cross else None
         self.feed_forward = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout)
         n = 3 if cross else 2
-        self.sublayer = nn.ModuleList(
-            [SublayerConnection(cfg.d_model, cfg.dropout, cfg.norm_first) for _ in range(n)])
+        self.sublayer = nn.ModuleList([SublayerConnection(cfg) for _ in range(n)])
 
     def forward(self, x, memory, self_pad, cross_pad, layer: int, cache: dict | None):
         past = cache.get(layer) if cache is not None else None
@@ -118,22 +146,26 @@ class Transformer(nn.Module):
         super().__init__()
         self.cfg = cfg
         d = cfg.d_model
-        self.positions = make_positions(cfg.positional, cfg.max_len, d)
+        self.positions = make_positions(cfg.positional, cfg.max_len, d)  # None for RoPE
         self.embed_dropout = nn.Dropout(cfg.dropout)
         if cfg.has_encoder:
             self.src_embed = nn.Embedding(cfg.src_vocab_size, d)
             self.encoder = nn.ModuleList([EncoderLayer(cfg) for _ in range(cfg.n_layers)])
-            self.encoder_norm = nn.LayerNorm(d) if cfg.norm_first else nn.Identity()
+            self.encoder_norm = make_norm(cfg) if cfg.norm_first else nn.Identity()
         if cfg.has_decoder:
             self.tgt_embed = nn.Embedding(cfg.tgt_vocab_size, d)
             cross = cfg.kind == "encoder-decoder"
             self.decoder = nn.ModuleList(
                 [DecoderLayer(cfg, cross) for _ in range(cfg.n_decoder_layers)])
-            self.decoder_norm = nn.LayerNorm(d) if cfg.norm_first else nn.Identity()
+            self.decoder_norm = make_norm(cfg) if cfg.norm_first else nn.Identity()
             self.generator = nn.Linear(d, cfg.tgt_vocab_size)
             if cfg.share_embeddings:
                 self.generator.weight = self.tgt_embed.weight
         self._init_weights()
+
+    def positional_table(self, n: int) -> torch.Tensor | None:
+        """The first n rows of what the embeddings get added ([n, d_model]); None for RoPE."""
+        return None if self.positions is None else self.positions.table[:n]
 
     def _init_weights(self) -> None:
         for p in self.parameters():
@@ -144,8 +176,10 @@ class Transformer(nn.Module):
         if start + ids.shape[1] > self.cfg.max_len:
             raise ValueError(f"sequence of {start + ids.shape[1]} positions exceeds max_len "
                              f"{self.cfg.max_len}")
-        pos = torch.arange(start, start + ids.shape[1], device=ids.device)
-        x = table(ids) * math.sqrt(self.cfg.d_model) + self.positions(pos)  # (B, T, d)
+        x = table(ids) * math.sqrt(self.cfg.d_model)  # (B, T, d)
+        if self.positions is not None:  # RoPE adds nothing here
+            pos = torch.arange(start, start + ids.shape[1], device=ids.device)
+            x = x + self.positions(pos)
         return self.embed_dropout(x)
 
     def encode(self, src: torch.Tensor) -> torch.Tensor:
