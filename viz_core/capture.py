@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 IMPLEMENTATION = "attention_lab"  # the name registered with transformers
-EXPLICIT_CHUNK_BYTES = 256 << 20  # float32 scores of one chunk of the written-out formula
+EXPLICIT_CHUNK_BYTES = 64 << 20  # float32 scores of one chunk of the written-out formula
 
 
 # ---- masks -----------------------------------------------------------------------------

@@ -23,6 +23,7 @@ __all__ = ["Backend", "block_filter", "block_layout", "blocks_from_records", "re
 ARCHITECTURES = ("encoder-decoder", "decoder-only", "encoder-only")
 # What a trace can keep besides q and k (always kept: every pattern and score needs them).
 CAPTURE_ALL = ("q", "k", "v", "scores", "pattern", "z")
+AUTO_CHECK_TOKENS = 1024  # the automatic faithfulness check reads at most this much input
 
 
 class Backend:
@@ -100,15 +101,17 @@ class Backend:
         return beam_search(self, source, beam_size=beam_size, max_len=max_len, **options)
 
     # ---- faithfulness ----------------------------------------------------------------------
-    def _reference_outputs(self, source: str, target: str | None) -> tuple[torch.Tensor,
-                                                                           torch.Tensor, int]:
-        """(outputs of the traced run, of the reference run, input length in tokens)."""
+    def _reference_outputs(self, source: str, target: str | None, max_tokens: int | None = None
+                           ) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """(outputs of the traced run, of the reference run, input length in tokens); the
+        input cut to its first max_tokens tokens (None: all of it)."""
         raise NotImplementedError
 
-    def check_faithfulness(self, source: str, target: str | None = None) -> float:
-        """max |logits(traced run) - logits(reference attention)| on this input; the model
-        keeps the largest difference seen (``faithfulness``)."""
-        traced, reference, n = self._reference_outputs(source, target)
+    def check_faithfulness(self, source: str, target: str | None = None,
+                           max_tokens: int | None = None) -> float:
+        """max |logits(traced run) - logits(reference attention)| on this input (cut to
+        max_tokens); the model keeps the largest difference seen (``faithfulness``)."""
+        traced, reference, n = self._reference_outputs(source, target, max_tokens)
         diff = float((traced.float() - reference.float()).abs().max()) if traced.numel() else 0.0
         with self._faith_lock:
             if self._faith is None or diff >= self._faith[0]:
@@ -124,7 +127,8 @@ class Backend:
         """Check faithfulness on the first trace after load; admit the trace to the budget."""
         if self._faith is None:
             try:
-                self.check_faithfulness(source, target)
+                # bounded, so the first trace of a long input does not pay twice
+                self.check_faithfulness(source, target, AUTO_CHECK_TOKENS)
             except Exception:  # noqa: BLE001 - the check must never break a trace
                 pass
         if self._faith is not None:

@@ -367,16 +367,17 @@ class HFModel(Backend):
 
     # ---- faithfulness -------------------------------------------------------------------
     @torch.inference_mode()
-    def _reference_outputs(self, source, target):
+    def _reference_outputs(self, source, target, max_tokens=None):
         """Logits (last hidden state for encoder-only models) of a recorded run against
         the same input through transformers' own attention function, untouched."""
         warnings: list[str] = []
-        enc = self.encode_text(source, "input", self.max_tokens, warnings)
+        room = min(self.max_tokens, max_tokens or self.max_tokens)
+        enc = self.encode_text(source, "input", room, warnings)
         decs = None
         if self.architecture == "encoder-decoder":
             start = int(self.hf_model.config.decoder_start_token_id)
             text = target if target and target.strip() else source
-            t = self.encode_text(text, "target", self.max_tokens, warnings)["input_ids"]
+            t = self.encode_text(text, "target", room, warnings)["input_ids"]
             decs = [[start] + t]
         kwargs = self._inputs([enc], decs)
 

@@ -196,19 +196,19 @@ class NativeModel(Backend):
         return self._stamp(trace, source, target)
 
     @torch.inference_mode()
-    def _reference_outputs(self, source, target):
+    def _reference_outputs(self, source, target, max_tokens=None):
         """Teacher-forced logits (encoder states for encoder-only) with the SDPA kernel,
         against the written-out formula softmax(QK^T/sqrt(d_k))V in every block."""
         cfg, warnings = self.cfg, []
+        room = min(cfg.max_len - 1, max_tokens or cfg.max_len)
         src = dec = None
         if cfg.has_encoder:
-            ids, _, _ = self.encode_text(self.src_vocab, source, cfg.max_len - 1, warnings,
-                                         "input")
+            ids, _, _ = self.encode_text(self.src_vocab, source, room, warnings, "input")
             src = self._tensor(ids + [cfg.eos_id])
         if cfg.has_decoder:
             text = source if cfg.kind == "decoder-only" else (target or source)
             vocab = self.tgt_vocab
-            ids, _, _ = self.encode_text(vocab, text, cfg.max_len - 1, warnings, "input")
+            ids, _, _ = self.encode_text(vocab, text, room, warnings, "input")
             dec = self._tensor([cfg.bos_id] + ids)
         traced, _ = record(lambda: self.model(src, dec))
         reference, _ = record(lambda: self.model(src, dec), capture=(), reference="explicit")
