@@ -150,7 +150,7 @@ def gpu_rows(quick: bool) -> list[dict]:
 
         model = vc.load(str(path), device="cuda")
         for n_tokens in (128, 512):
-            n = 256 if quick else 2048
+            n = 32 if quick else 128
             data = Path(tmp) / f"d{n_tokens}.txt"
             data.write_text("\n".join(_texts(model, n_tokens, n)) + "\n")
             for batch in (1, 32):

@@ -9,6 +9,7 @@ Definitions with examples: docs/ATLAS.md.
 
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
@@ -28,11 +29,13 @@ _DELIMS = frozenset(".,;:!?|/\\-–—()[]{}\"'`\n\t␣") | {"...", "``", "''", 
 _MARKERS = ("Ġ", "▁", "##", "Ċ")  # BPE / SentencePiece / WordPiece word markers
 
 
+@functools.lru_cache(maxsize=65536)
 def is_special(token: str) -> bool:
     """A tokenizer's special token: <bos>, <eos>, <pad>, <unk>, [CLS], [SEP], <|endoftext|>."""
     return bool(_SPECIAL.match(token))
 
 
+@functools.lru_cache(maxsize=65536)
 def is_delimiter(token: str) -> bool:
     """Punctuation, a separator or a special token (after stripping word markers)."""
     if is_special(token):
@@ -67,7 +70,9 @@ def block_roles(pattern: np.ndarray, mask: np.ndarray, q_tokens: list[str],
     """
     n_heads, n_q, n_k = pattern.shape
     allowed = ~mask & q_valid[:, None] & k_valid[None, :]  # (q, k)
-    p = np.where(allowed[None], pattern, 0.0).astype(np.float64)  # (head, q, k)
+    # blocked cells are exactly 0 (the trace contract), so pad keys add nothing; pad and
+    # one-key rows are never eligible below. No masked copy of the pattern is needed.
+    p = np.asarray(pattern, dtype=np.float32)  # (head, q, k)
     n_allowed = allowed.sum(axis=1)
     rows = n_allowed >= 2  # a query that can see one key only has no choice: it says nothing
     qi = np.arange(n_q)
@@ -91,9 +96,10 @@ def block_roles(pattern: np.ndarray, mask: np.ndarray, q_tokens: list[str],
     put("delimiter", p[:, :, delim].sum(axis=2), (allowed & delim[None, :]).any(axis=1))
 
     # broad: entropy of the row over its allowed keys, normalised by log(#allowed)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ent = -(p * np.log(np.where(p > 0, p, 1.0))).sum(axis=2)  # (head, q)
-        norm = ent / np.log(np.maximum(n_allowed, 2))[None, :]
+    log_p = np.log(p, out=np.zeros_like(p), where=p > 0)
+    ent = -np.einsum("hqk,hqk->hq", p, log_p)  # (head, q)
+    del log_p
+    norm = ent / np.log(np.maximum(n_allowed, 2))[None, :]
     put("broad", norm, rows)
     out["entropy"] = (ent[:, rows].mean(axis=1) if rows.any()
                       else np.full(n_heads, np.nan)).astype(np.float32)
@@ -107,33 +113,42 @@ def block_roles(pattern: np.ndarray, mask: np.ndarray, q_tokens: list[str],
     put("current", p[:, qi, qi], allowed[qi, qi])
     prev_ok = np.zeros(n_q, bool)
     prev_ok[1:] = allowed[qi[1:], qi[1:] - 1]
-    prev = np.zeros((n_heads, n_q))
+    prev = np.zeros((n_heads, n_q), np.float32)
     prev[:, 1:] = p[:, qi[1:], qi[1:] - 1]
     put("previous", prev, prev_ok)
 
     # duplicate: earlier keys holding the same token as the query (specials never count)
-    tok = np.array(k_tokens, dtype=object)
+    vocab = {t: i for i, t in enumerate(dict.fromkeys([*k_tokens, *q_tokens]))}
+    k_ids = np.array([vocab[t] for t in k_tokens])
+    q_ids = np.array([vocab[t] for t in q_tokens])
     plain = np.array([not is_special(t) for t in k_tokens]) & k_valid
     earlier = np.tril(np.ones((n_q, n_k), bool), k=-1)
-    same = (tok[None, :n_k] == np.array(q_tokens, dtype=object)[:, None]) & earlier \
-        & plain[None, :] & allowed
-    put("duplicate", (p * same[None]).sum(axis=2), same.any(axis=1))
+    same = (q_ids[:, None] == k_ids[None, :]) & earlier & plain[None, :] & allowed
+    put("duplicate", _sum_over(p, same), same.any(axis=1))
 
     # induction: the key right after an earlier copy of the query's token (not the query itself)
     succ = np.zeros_like(same)
     succ[:, 1:] = same[:, :-1]
     succ &= allowed & (np.arange(n_k)[None, :] != qi[:, None])
-    put("induction", (p * succ[None]).sum(axis=2), succ.any(axis=1))
+    put("induction", _sum_over(p, succ), succ.any(axis=1))
 
     # local: 1 - (mean distance / farthest allowed distance) of each row
-    dist = np.abs(qi[:, None] - np.arange(n_k)[None, :]).astype(np.float64)  # (q, k)
+    dist = np.abs(qi[:, None] - np.arange(n_k)[None, :]).astype(np.float32)  # (q, k)
     far = np.where(allowed, dist, 0).max(axis=1)
-    mean_dist = (p * dist[None]).sum(axis=2)  # (head, q)
+    mean_dist = np.einsum("hqk,qk->hq", p, dist)  # (head, q)
     with np.errstate(divide="ignore", invalid="ignore"):
         put("local", 1.0 - mean_dist / np.where(far > 0, far, 1)[None, :], far > 0)
     out["distance"] = (mean_dist[:, rows].mean(axis=1) if rows.any()
                        else np.full(n_heads, np.nan)).astype(np.float32)
     return _ordered(out)
+
+
+def _sum_over(p: np.ndarray, cells: np.ndarray) -> np.ndarray:
+    """sum_k p[h, q, k] over the (few) True cells of cells[q, k] -> (head, q)."""
+    q_idx, k_idx = np.nonzero(cells)
+    total = np.zeros((p.shape[1], p.shape[0]), np.float32)  # (q, head)
+    np.add.at(total, q_idx, p[:, q_idx, k_idx].T)
+    return total.T
 
 
 def _ordered(out: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
