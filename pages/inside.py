@@ -31,9 +31,23 @@ state.show_notices()
 qi = int(st.session_state.query)
 
 d_k = block.q.shape[-1]
-st.latex(r"\mathrm{Attention}(q, K, V) = \mathrm{softmax}\!\left(\frac{q K^\top}{\sqrt{d_k}}"
+cap = block.softcap
+logits = (r"\frac{q K^\top}{\sqrt{d_k}}" if cap is None else
+          r"c \tanh\!\left(\frac{q K^\top}{c\sqrt{d_k}}\right)")
+st.latex(r"\mathrm{Attention}(q, K, V) = \mathrm{softmax}\!\left(" + logits +
          r" + M\right) V,\qquad M_{j} = \begin{cases}-\infty & \text{key } j \text{ blocked}"
-         r"\\ 0 & \text{otherwise}\end{cases},\qquad d_k = " + str(d_k))
+         r"\\ 0 & \text{otherwise}\end{cases},\qquad d_k = " + str(d_k)
+         + ("" if cap is None else rf",\quad c = {cap:g}"))
+if cap is not None:
+    st.info(f"This model caps its attention logits (softcapping, as in Gemma 2): every score "
+            f"s becomes {cap:g}·tanh(s / {cap:g}) before the mask and the softmax, so no "
+            f"logit leaves (−{cap:g}, {cap:g}). Step 6 shows this query's scores before and "
+            "after the cap.")
+if block.kv_heads < block.n_heads:
+    mates = [h for h, g in enumerate(block.kv_group) if g == block.kv_group[head]]
+    st.caption(f"Grouped-query attention: head {head} reads key/value head "
+               f"{block.kv_group[head]}, shared with heads {', '.join(map(str, mates))}, so "
+               "their k and v vectors below are the same; only q differs.")
 figs = block_inside_head(block, head, qi)
 explain = {
     "q": "The query vector of this token: its embedding times W_Q, this head's slice.",
@@ -41,6 +55,8 @@ explain = {
     "products": "q ⊙ k_j elementwise; each row sums to the dot product q·k_j.",
     "raw": "The dot products q·k_j: how well each key matches the query.",
     "scaled": "Divided by √d_k so the scores do not grow with the head width.",
+    "softcap": "The cap: each score before (x) and after (y) c·tanh(s/c). Small scores pass "
+               "almost unchanged; large ones flatten towards ±c.",
     "masked": "Blocked keys (padding, or future tokens in a decoder) are set to −∞.",
     "weights": "Softmax turns the scores into weights that sum to 1; −∞ becomes exactly 0.",
     "weighted_v": "Each value vector v_j scaled by its weight.",
@@ -52,7 +68,8 @@ for name, fig in figs.items():
     with fig_col:
         chart(fig, key=f"inside_{name}", name=f"{block.name}-h{head}-q{qi}-{name}")
 
-steps = head_internals(block.q[head], block.k[head], block.v[head], block.mask, qi)
+steps = head_internals(block.q[head], block.k[head], block.v[head], block.mask, qi,
+                       softcap=cap, scaling=getattr(block, "scaling", None))
 download("These numbers (NPZ)", lambda: npz_bytes(steps), f"{block.name}-h{head}-q{qi}.npz",
          "application/octet-stream", "dl_inside")
 

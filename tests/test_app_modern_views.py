@@ -127,3 +127,36 @@ def test_masks_page_per_layer_on_shipped_models():
     at = open_app("masks", model="minilm", text="The quick brown fox.")
     no_errors(at)
     assert "This model's masks per layer" not in subheaders(at)  # an encoder: no such view
+
+
+# ---- Inside a head -------------------------------------------------------------------------
+def test_inside_gemma2_shows_scores_before_and_after_the_softcap(tiny):
+    at = open_app("inside", model=tiny("gemma2"), text=TEXT, query=4)
+    no_errors(at)
+    assert any("softcapping" in i.value for i in at.info)
+    spec = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert len(spec) == 10
+    cap = next(s for s in spec if "softcap" in json.dumps(s["layout"].get("title")))
+    before = cap["data"][2]["y"]
+    at.selectbox(key="query").set_value(7).run()
+    no_errors(at)
+    cap = next(json.loads(c.proto.spec) for c in at.get("plotly_chart")
+               if "softcap" in json.dumps(json.loads(c.proto.spec)["layout"].get("title")))
+    assert cap["data"][2]["y"] != before  # another query: other keys, other scores
+
+
+@pytest.mark.parametrize("family", ["llama", "mistral"])
+def test_inside_gqa_names_the_shared_kv_head_and_has_no_softcap(tiny, family):
+    at = open_app("inside", model=tiny(family), text=TEXT, head=3)
+    no_errors(at)
+    assert any("head 3 reads key/value head 1, shared with heads 2, 3" in c.value
+               for c in at.caption)
+    assert len(at.get("plotly_chart")) == 9
+    assert not any("softcapping" in i.value for i in at.info)
+
+
+def test_inside_shipped_lm_is_unchanged():
+    at = open_app("inside", model="lm", text="the cat")
+    no_errors(at)
+    assert len(at.get("plotly_chart")) == 9
+    assert not any("Grouped-query" in c.value for c in at.caption)

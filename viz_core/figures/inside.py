@@ -2,6 +2,10 @@
 
     scores = q · k_j / sqrt(d_k);  blocked keys -> -inf;  w = softmax(scores);  z = sum_j w_j v_j
 
+Models with a logit softcap (Gemma 2) squash the scores before masking:
+scores <- cap * tanh(scores / cap), so no logit leaves (-cap, cap); `softcap_figure` draws
+each key's score before and after the cap on the tanh curve.
+
 `head_internals` recomputes every intermediate from the block's own q, k, v and mask (numpy,
 float64), so each panel shows numbers the page can check against the model's pattern and z.
 `inside_head_figures` turns them into one small figure per step, in order.
@@ -27,13 +31,16 @@ from .common import (
 
 
 def head_internals(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None,
-                   query_index: int) -> dict[str, np.ndarray]:
+                   query_index: int, softcap: float | None = None,
+                   scaling: float | None = None) -> dict[str, np.ndarray]:
     """Every step for query `query_index` of one head. q [nq, d_k], k and v [nk, d_k],
-    mask bool [nq, nk] (True = blocked) or None.
+    mask bool [nq, nk] (True = blocked) or None; softcap: the model's logit cap (None: none);
+    scaling: what q · k is multiplied by (None: 1 / sqrt(d_k)).
 
     Keys: q [d], k [nk, d], products [nk, d] (q * k elementwise), raw [nk] (q · k),
-    scaled [nk] (raw / sqrt(d_k)), blocked bool [nk], masked [nk] (-inf where blocked),
-    weights [nk] (softmax, zeros if every key is blocked), weighted_v [nk, d], z [d].
+    scaled [nk] (raw * scaling), capped [nk] (softcap * tanh(scaled / softcap), only with a
+    softcap), blocked bool [nk], masked [nk] (-inf where blocked), weights [nk] (softmax,
+    zeros if every key is blocked), weighted_v [nk, d], z [d].
     """
     qv = np.asarray(q, dtype=np.float64)[query_index]
     kk = np.asarray(k, dtype=np.float64)
@@ -41,17 +48,51 @@ def head_internals(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray
     d_k = qv.shape[-1]
     products = qv[None, :] * kk  # (nk, d)
     raw = products.sum(axis=-1)  # (nk,)
-    scaled = raw / np.sqrt(d_k)
+    scaled = raw * (1.0 / np.sqrt(d_k) if scaling is None else float(scaling))
+    # the softcap acts before the mask (blocked keys become -inf whatever their score)
+    logits = scaled if softcap is None else softcap * np.tanh(scaled / softcap)
     blocked = (np.zeros(len(kk), dtype=bool) if mask is None
                else np.asarray(mask, dtype=bool)[query_index])
-    masked = np.where(blocked, -np.inf, scaled)
-    weights = masked_softmax(scaled, blocked).astype(np.float64)
+    masked = np.where(blocked, -np.inf, logits)
+    weights = masked_softmax(logits, blocked).astype(np.float64)
     weighted_v = weights[:, None] * vv  # (nk, d)
+    steps = {"q": qv, "k": kk, "products": products, "raw": raw, "scaled": scaled}
+    if softcap is not None:
+        steps["capped"] = logits
     return {
-        "q": qv, "k": kk, "products": products, "raw": raw, "scaled": scaled,
-        "blocked": blocked, "masked": masked, "weights": weights,
+        **steps, "blocked": blocked, "masked": masked, "weights": weights,
         "weighted_v": weighted_v, "z": weighted_v.sum(axis=0),
     }
+
+
+def softcap_figure(before: np.ndarray, after: np.ndarray, softcap: float,
+                   key_tokens: Sequence[str], title: str = "logit softcap",
+                   blocked: np.ndarray | None = None) -> go.Figure:
+    """One query's scores before (x) and after (y) the cap, one marker per key, on the curve
+    y = cap * tanh(x / cap) with the asymptotes ±cap. Blocked keys are left out (the mask
+    makes them -inf after the cap anyway)."""
+    x, y = f32(before), f32(after)
+    keep = np.ones(len(x), dtype=bool) if blocked is None else ~np.asarray(blocked, bool)
+    labels = unique_labels(key_tokens)
+    c = float(softcap)
+    reach = max(2.5 * c, float(np.max(np.abs(x[keep]))) * 1.1 if keep.any() else 0.0)
+    grid = np.linspace(-reach, reach, 201)
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=f32(grid), y=f32(c * np.tanh(grid / c)), mode="lines",
+                             name=f"{c:g}·tanh(s/{c:g})", line=dict(color="#999999"),
+                             hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=f32(grid), y=f32(grid), mode="lines", name="no cap (y = s)",
+                             line=dict(color="#cccccc", dash="dot"), hoverinfo="skip"))
+    idx = np.nonzero(keep)[0]
+    fig.add_trace(go.Scatter(
+        x=x[idx], y=y[idx], mode="markers", name="this query's keys",
+        text=[labels[i] for i in idx], marker=dict(color="#3b6fb6", size=9),
+        hovertemplate="%{text}: %{x:.4f} → %{y:.4f}<extra>softcap</extra>"))
+    for side in (-c, c):
+        fig.add_hline(y=side, line=dict(color=BLOCKED_COLOR, dash="dash", width=1))
+    fig.update_xaxes(title="score before the cap")
+    fig.update_yaxes(title="score after the cap", range=[-1.3 * c, 1.3 * c])
+    return base_layout(fig, title, height=320)
 
 
 def _vector_fig(vec: np.ndarray, title: str, name: str) -> go.Figure:
@@ -106,36 +147,63 @@ def _key_bar_fig(values: np.ndarray, key_tokens: Sequence[str], title: str, name
 def inside_head_figures(
     q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None,
     query_index: int, query_tokens: Sequence[str], key_tokens: Sequence[str],
+    softcap: float | None = None, scaling: float | None = None,
+    before_cap: np.ndarray | None = None, after_cap: np.ndarray | None = None,
 ) -> dict[str, go.Figure]:
     """One figure per step, in computation order (dict keeps the order):
-    "q", "k", "products", "raw", "scaled", "masked", "weights", "weighted_v", "z".
+    "q", "k", "products", "raw", "scaled", ["softcap",] "masked", "weights", "weighted_v", "z".
+
+    With a softcap, the "softcap" panel draws before_cap / after_cap [nk] (the model's own
+    score row before and after the cap, e.g. ``block.raw_scores`` and ``block.scores``)
+    when given, else the recomputed ones.
     """
-    s = head_internals(q, k, v, mask, query_index)
+    s = head_internals(q, k, v, mask, query_index, softcap=softcap, scaling=scaling)
     tok = query_tokens[query_index]
     d_k = len(s["q"])
     blocked = s["blocked"]
-    return {
-        "q": _vector_fig(s["q"], f"1 · query vector q of {query_index}·{tok}", "q"),
-        "k": _key_matrix_fig(s["k"], key_tokens, "2 · key vectors k_j (one row per key)", "k"),
-        "products": _key_matrix_fig(
-            s["products"], key_tokens, "3 · elementwise products q ⊙ k_j (row sums = q·k_j)",
-            "q⊙k"),
-        "raw": _key_bar_fig(s["raw"], key_tokens, "4 · raw scores q · k_j", "q·k"),
-        "scaled": _key_bar_fig(s["scaled"], key_tokens,
-                               f"5 · divided by √d_k = √{d_k} = {np.sqrt(d_k):.3g}", "score"),
-        "masked": _key_bar_fig(s["scaled"], key_tokens, "6 · mask: blocked keys → −∞",
-                               "masked score", blocked=blocked),
-        "weights": _key_bar_fig(s["weights"], key_tokens, "7 · softmax → attention weights",
-                                "weight", blocked=blocked, yrange=[0, 1]),
-        "weighted_v": _key_matrix_fig(s["weighted_v"], key_tokens,
-                                      "8 · weighted values w_j · v_j (column sums = z)", "w·v"),
-        "z": _vector_fig(s["z"], "9 · output z = Σ_j w_j v_j (this head, this query)", "z"),
-    }
+    scale_text = (f"divided by √d_k = √{d_k} = {np.sqrt(d_k):.3g}" if scaling is None
+                  else f"times the model's scaling {float(scaling):.4g}")
+    logits = s.get("capped", s["scaled"])
+    steps: list[tuple[str, str, object]] = [
+        ("q", f"query vector q of {query_index}·{tok}", lambda t: _vector_fig(s["q"], t, "q")),
+        ("k", "key vectors k_j (one row per key)",
+         lambda t: _key_matrix_fig(s["k"], key_tokens, t, "k")),
+        ("products", "elementwise products q ⊙ k_j (row sums = q·k_j)",
+         lambda t: _key_matrix_fig(s["products"], key_tokens, t, "q⊙k")),
+        ("raw", "raw scores q · k_j", lambda t: _key_bar_fig(s["raw"], key_tokens, t, "q·k")),
+        ("scaled", scale_text, lambda t: _key_bar_fig(s["scaled"], key_tokens, t, "score")),
+    ]
+    if softcap is not None:
+        before = s["scaled"] if before_cap is None else before_cap
+        after = s["capped"] if after_cap is None else after_cap
+        steps.append(("softcap", f"softcap: s → {softcap:g}·tanh(s / {softcap:g}), before "
+                      "and after", lambda t: softcap_figure(before, after, softcap, key_tokens,
+                                                            t, blocked=blocked)))
+    steps += [
+        ("masked", "mask: blocked keys → −∞",
+         lambda t: _key_bar_fig(logits, key_tokens, t, "masked score", blocked=blocked)),
+        ("weights", "softmax → attention weights",
+         lambda t: _key_bar_fig(s["weights"], key_tokens, t, "weight", blocked=blocked,
+                                yrange=[0, 1])),
+        ("weighted_v", "weighted values w_j · v_j (column sums = z)",
+         lambda t: _key_matrix_fig(s["weighted_v"], key_tokens, t, "w·v")),
+        ("z", "output z = Σ_j w_j v_j (this head, this query)",
+         lambda t: _vector_fig(s["z"], t, "z")),
+    ]
+    return {name: build(f"{i} · {title}") for i, (name, title, build) in enumerate(steps, 1)}
 
 
 def block_inside_head(block: BlockTrace, head: int, query_index: int) -> dict[str, go.Figure]:
-    """Convenience wrapper for a BlockTrace that captured q, k, v."""
+    """Convenience wrapper for a BlockTrace that captured q, k, v. With a softcap (Gemma 2),
+    the softcap panel shows the model's own scores before (``raw_scores``) and after
+    (``scores``) the cap."""
     if block.q is None or block.k is None or block.v is None:
         raise ValueError(f"{block.name}: this backend did not capture q, k, v")
+    before = after = None
+    if block.softcap is not None:
+        before = block.raw_scores[head, query_index]
+        after = block.scores[head, query_index]
     return inside_head_figures(block.q[head], block.k[head], block.v[head], block.mask,
-                               query_index, block.query_tokens, block.key_tokens)
+                               query_index, block.query_tokens, block.key_tokens,
+                               softcap=block.softcap, scaling=getattr(block, "scaling", None),
+                               before_cap=before, after_cap=after)
