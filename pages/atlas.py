@@ -124,7 +124,8 @@ if atlas.summary.empty:
     st.info("No finished shard yet.")
     st.stop()
 
-kinds = sorted(atlas.summary["kind"].unique())
+present = set(atlas.summary["kind"])
+kinds = [k for k in KIND_LABELS if k in present] + sorted(present - set(KIND_LABELS))
 state.widget_default("atlas_kind", state.url_choice("akind", kinds, kinds[0]))
 if st.session_state.atlas_kind not in kinds:
     st.session_state.atlas_kind = kinds[0]

@@ -92,3 +92,26 @@ def test_page_runs_a_small_atlas_and_shows_it(monkeypatch, tmp_path):
     info = json.loads((runs[0] / "atlas.json").read_text())
     assert info["complete"] and info["examples"] == 2 and info["probe_examples"] == 4
     assert at.get("plotly_chart") and len(at.dataframe[0].value) >= 1
+
+
+def test_encoder_decoder_atlas_has_a_map_per_block_kind_and_links_carry_the_target(
+        monkeypatch, tmp_path):
+    import viz_core as vc
+
+    d = tmp_path / "dates"
+    d.mkdir()
+    (d / "lines.txt").write_text("9 may 2018\n2018-05-09\n")
+    run_atlas(AtlasConfig(model="dates", data=str(d / "lines.txt"), out=str(d / "run"),
+                          engine="local", probe=2, shard_size=4, threads=1))
+    at = open_page(monkeypatch, tmp_path, model="dates", atlas=d / "run", akind="decoder.cross",
+                   arole="first")
+    no_errors(at)
+    kinds = at.selectbox(key="atlas_kind")
+    assert kinds.value == "decoder.cross" and len(kinds.options) == 3
+    table = at.dataframe[0].value
+    greedy = {t: vc.load("dates").trace(t).output_text for t in ("9 may 2018", "2018-05-09")}
+    assert len(table)
+    for link in table["open"]:
+        q = {k: v[0] for k, v in parse_qs(urlsplit(link).query).items()}
+        assert q["kind"] == "decoder.cross" and q["model"] == "dates"
+        assert q["target"] == greedy[q["text"]]  # what the Attention page shows by itself
