@@ -64,12 +64,15 @@ def layer_head_grid(
     how: str = "max",
     layers: list[int] | None = None,
     scale: str = "fixed",
+    kv_group: list[int] | None = None,
 ) -> go.Figure:
     """Thumbnails of patterns [layer, head, q, k]; colour scale fixed to [0, 1].
 
     Thumbnails longer than max_size per side are pooled (how="max" keeps thin diagonals and
     sink columns visible). `layers` gives the layer numbers of the rows (default 0..L-1).
     scale="thumbnail": each thumbnail divided by its own maximum (pooled block means).
+    kv_group: the key/value head each query head reads (grouped-query attention); when
+    heads share one, a line separates the groups and a label under each names its heads.
     """
     if scale not in ("fixed", "thumbnail"):
         raise ValueError(f"scale must be 'fixed' or 'thumbnail', not {scale!r}")
@@ -115,7 +118,28 @@ def layer_head_grid(
                      showgrid=False, zeroline=False, scaleanchor="x", scaleratio=1)
     base_layout(fig, title, plot_bgcolor="white", dragmode=False, clickmode="event+select",
                 height=max(260, 70 * n_layers + 80))
+    if kv_group is not None:
+        _mark_kv_groups(fig, list(kv_group), n_heads, tk, gap, tiled.shape[0])
     return fig
+
+
+def _mark_kv_groups(fig: go.Figure, kv_group: list[int], n_heads: int, tk: int, gap: int,
+                    height: int) -> None:
+    """Separator lines between key/value groups and a "kv g: heads a-b" label under each."""
+    if len(kv_group) != n_heads:
+        raise ValueError(f"kv_group has {len(kv_group)} entries for {n_heads} heads")
+    if len(set(kv_group)) == n_heads:  # plain multi-head attention: nothing is shared
+        return
+    starts = [h for h in range(n_heads) if h == 0 or kv_group[h] != kv_group[h - 1]]
+    for a, b in zip(starts, starts[1:] + [n_heads], strict=True):
+        if a > 0:
+            x = a * (tk + gap) - gap / 2 - 0.5
+            fig.add_shape(type="line", x0=x, x1=x, y0=-0.5, y1=height - 0.5,
+                          line=dict(color="#444444", width=2))
+        heads = f"head {a}" if b - a == 1 else f"heads {a}-{b - 1}"
+        fig.add_annotation(x=(a * (tk + gap) + (b - 1) * (tk + gap) + tk) / 2 - 0.5, y=0,
+                           yref="paper", yanchor="top", showarrow=False,
+                           text=f"kv {kv_group[a]}: {heads}", font=dict(size=11))
 
 
 def blocks_grid(blocks: list[BlockTrace], size: int = THUMBNAIL, title: str | None = None
@@ -131,7 +155,8 @@ def blocks_grid(blocks: list[BlockTrace], size: int = THUMBNAIL, title: str | No
         title = (f"{title or ''} <sup>(block means of {n_q}×{n_k} pooled to "
                  f"{thumbs.shape[2]}×{thumbs.shape[3]}, each scaled to its max)</sup>")
     return layer_head_grid(thumbs, title=title, max_size=size, layers=[b.layer for b in blocks],
-                           scale="thumbnail" if pooled else "fixed")
+                           scale="thumbnail" if pooled else "fixed",
+                           kv_group=blocks[0].kv_group)
 
 
 def trace_grid(trace: AttentionTrace, kind: str, size: int = THUMBNAIL,
