@@ -160,3 +160,24 @@ def test_inside_shipped_lm_is_unchanged():
     no_errors(at)
     assert len(at.get("plotly_chart")) == 9
     assert not any("Grouped-query" in c.value for c in at.caption)
+
+
+# ---- hostile input on the new views --------------------------------------------------------
+HOSTILE_CATEGORIES = ("empty", "huge", "emoji", "control", "surrogate", "script", "latex", "rtl")
+
+
+@pytest.mark.parametrize("page", ["heads", "masks", "inside"])
+def test_new_views_answer_hostile_text_on_tiny_gemma2(tiny, page):
+    from tests.hostile_inputs import CORPUS
+    from tests.test_hostile import assert_answered, type_text
+
+    at = open_app(page, model=tiny("gemma2"), text=TEXT)
+    no_errors(at)
+    seen = set()
+    for category, text in CORPUS:
+        if category not in HOSTILE_CATEGORIES or category in seen:
+            continue
+        seen.add(category)
+        at = type_text(at, text)
+        assert_answered(at, page, "gemma2", category, text)
+    assert seen == set(HOSTILE_CATEGORIES)
