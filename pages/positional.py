@@ -1,5 +1,7 @@
-"""Positional encoding: the model's own, and the sinusoidal formula for any size."""
+"""Positional encoding: the model's own (a table, or rotary), the sinusoidal formula for any
+size, and sinusoidal vs rotary side by side."""
 
+import numpy as np
 import streamlit as st
 
 from ui import state
@@ -14,18 +16,103 @@ from viz_core.figures.positional import (
     sinusoidal_table,
     wavelength_figure,
 )
+from viz_core.figures.rope import (
+    angle_curves,
+    angle_heatmap,
+    decay_figure,
+    frequency_figure,
+    pair_rotation_figure,
+    rotary_score_figure,
+)
 from viz_core.positions import sinusoid_layout, whole_table
+from viz_core.rope import decay_bound, pair_demo, rope_frequencies, rope_specs, rotary_scores
+
+ROPE_FORMULA = (r"f(\mathbf{x}, m)_{(i,\,i+d/2)} = \begin{pmatrix}\cos m\theta_i & "
+                r"-\sin m\theta_i\\ \sin m\theta_i & \cos m\theta_i\end{pmatrix}"
+                r"\begin{pmatrix}x_i\\ x_{i+d/2}\end{pmatrix},\qquad "
+                r"\theta_i = \text{base}^{-2i/d},\qquad "
+                r"\langle f(\mathbf{q}, m), f(\mathbf{k}, n)\rangle = "
+                r"g(\mathbf{q}, \mathbf{k}, m - n)")
+EXAMPLE_Q, EXAMPLE_K = np.array([1.0, 0.25]), np.array([0.55, 0.8])  # one query / key pair
+
+
+def show_rope(specs) -> None:
+    """The model's rotary embedding, read from its own config."""
+    if len(specs) > 1:
+        names = [s.layer_type for s in specs]
+        chosen = st.selectbox("Layer type", names, key="rope_layer_type",
+                              help="This model uses a different RoPE on each kind of layer.")
+        spec = specs[names.index(chosen)]
+    else:
+        spec = specs[0]
+    st.latex(ROPE_FORMULA)
+    scaling = "none" if not spec.scaled else f"{spec.rope_type} " + ", ".join(
+        f"{k} = {v}" for k, v in sorted(spec.parameters.items()) if v is not None)
+    st.caption(
+        f"Rotary position embeddings: nothing is added to the embeddings; every "
+        f"self-attention turns q and k by their positions. base = {spec.base:g}, "
+        f"d = {spec.dim} rotated dimensions of {spec.head_dim} per head "
+        f"({spec.pairs} pairs, paired (i, i + d/2)), scaling: {scaling}"
+        + (f", cos/sin × {spec.attention_factor:.4g}" if spec.attention_factor != 1 else "")
+        + f". Read from {spec.source}.")
+    chart(frequency_figure(spec), key="rope_freq", name="rope-frequencies")
+    longest = spec.max_positions or 4096
+    c1, c2 = st.columns(2)
+    n_pos = bounded_int("Positions", "rope_len", min(128, longest), 2, min(longest, 4096),
+                        container=c1)
+    pairs = c2.multiselect("Pairs", list(range(spec.pairs)), key="rope_pairs",
+                           default=sorted({0, 1, spec.pairs // 4, spec.pairs - 1}))
+    freqs = spec.frequencies
+    if pairs:
+        chart(angle_curves(freqs, pairs, n_pos), key="rope_angles", name="rope-angles")
+    chart(angle_heatmap(freqs, n_pos), key="rope_angle_map", name="rope-angle-heatmap")
+
+    st.subheader("One query and one key pair, rotated")
+    c1, c2, c3, c4 = st.columns(4)
+    i = bounded_int("Pair i", "rope_pair", min(1, spec.pairs - 1), 0, spec.pairs - 1,
+                    container=c1)
+    m = bounded_int("Query position m", "rope_m", 3, 0, 100_000, container=c2)
+    n = bounded_int("Key position n", "rope_n", 1, 0, 100_000, container=c3)
+    shift = bounded_int("Shift both by", "rope_shift", 5, 0, 100_000, container=c4)
+    demo = pair_demo(EXAMPLE_Q, EXAMPLE_K, float(freqs[i]), m, n, shift)
+    chart(pair_rotation_figure(demo), key="rope_pair_fig", name="rope-pair")
+    st.caption(f"Pair {i} turns by θ = {freqs[i]:.4g} rad per position. Shifting both "
+               f"positions by {shift} turns q and k by the same angle, so the angle between "
+               f"them, and q·k, stay the same: q·k depends only on m − n = {m - n}.")
+    rng = np.random.default_rng(0)
+    q, k = rng.standard_normal(spec.dim), rng.standard_normal(spec.dim)
+    chart(rotary_score_figure(rotary_scores(q, k, freqs, min(n_pos, 64)),
+                              title="q·k for one random q and k at every (m, n): constant "
+                                    "along diagonals"),
+          key="rope_scores", name="rope-scores")
+
+    st.subheader("Long-range decay")
+    st.latex(r"\Big|\sum_{i} h_i e^{\mathrm{i}(m-n)\theta_i}\Big| \le "
+             r"\max_i |h_{i+1} - h_i| \sum_{j=1}^{d/2} |S_j|,\qquad "
+             r"S_j = \sum_{k=0}^{j-1} e^{\mathrm{i}(m-n)\theta_k}")
+    distances = np.arange(0, max(256, n_pos))
+    curves = {"this model" + (f" ({spec.rope_type})" if spec.scaled else ""):
+              decay_bound(freqs, distances)}
+    if spec.scaled:
+        curves["without scaling"] = decay_bound(spec.default_inv_freq, distances)
+    chart(decay_figure(distances, curves), key="rope_decay", name="rope-decay")
+    st.caption("RoFormer, section 3.4.3: the relative upper bound (1/(d/2))·Σⱼ|Sⱼ| of q·k "
+               "shrinks, with oscillations, as the distance between query and key grows.")
 
 sel = selection()
 st.title("Positional encoding")
 st.latex(r"PE_{(pos,\,2i)} = \sin\!\left(\frac{pos}{10000^{2i/d_{model}}}\right),\qquad "
          r"PE_{(pos,\,2i+1)} = \cos\!\left(\frac{pos}{10000^{2i/d_{model}}}\right)")
 
-tab_model, tab_formula = st.tabs(["This model's encoding", "Formula explorer"])
+tab_model, tab_formula, tab_compare = st.tabs(["This model's encoding", "Formula explorer",
+                                               "Sinusoidal vs rotary"])
 with tab_model:
     trace = sel.trace()
     show_trace_messages(trace)
-    if trace.positional is None:
+    specs = rope_specs(sel.model) if trace.positional_kind == "rotary" else []
+    if specs:
+        show_rope(specs)
+    elif trace.positional is None:
         st.info(trace.positional_note or "This model adds no absolute positional encoding.")
     else:
         full, source = whole_table(sel.model, trace.positional)
@@ -101,3 +188,40 @@ with tab_formula:
     st.caption("Dimension pair i has wavelength 2π·10000^(2i/d_model): from 2π up to "
                "10000·2π. Each PE(p+k) is a fixed rotation of PE(p), which lets attention "
                "pick out relative positions.")
+
+with tab_compare:
+    c1, c2, c3 = st.columns(3)
+    d_cmp = bounded_int("d (even)", "cmp_d", 64, 2, 512, container=c1,
+                        help="d_model of the sinusoidal table; head dimension for RoPE.")
+    d_cmp -= d_cmp % 2
+    n_cmp = bounded_int("Positions", "cmp_len", 48, 2, 256, container=c2)
+    base = bounded_int("Base", "cmp_base", 10000, 2, 10_000_000, container=c3)
+    theta = rope_frequencies(d_cmp, base)
+    pe = sinusoidal_table(n_cmp, d_cmp) if base == 10000 else None
+    c1, c2 = st.columns(2)
+    with c1:
+        st.markdown("**Sinusoidal (Vaswani et al.)**: added to the embeddings once")
+        if pe is None:  # the sinusoidal table of the paper has base 10000; same formula
+            angle = np.arange(n_cmp)[:, None] * theta[None]
+            pe = np.stack([np.sin(angle), np.cos(angle)], -1).reshape(n_cmp, -1)
+        chart(similarity_figure(pe, title="PE(p) · PE(q)"), key="cmp_sin", name="cmp-sin")
+    with c2:
+        st.markdown("**Rotary (RoFormer)**: q and k turned in every attention")
+        ones = np.ones(d_cmp)
+        chart(rotary_score_figure(rotary_scores(ones, ones, theta, n_cmp),
+                                  title="q_m · k_n for q = k = (1, …, 1)"),
+              key="cmp_rope", name="cmp-rope")
+    st.markdown(
+        "Both use the same frequencies θᵢ = base^(−2i/d), and both matrices depend only on "
+        "the distance between positions (here the rotary one is exactly twice the "
+        "sinusoidal one). The difference is where position enters:\n\n"
+        "| | sinusoidal | rotary |\n|---|---|---|\n"
+        "| where | added to the token embedding, once, before layer 1 | applied to q and k "
+        "inside every self-attention |\n"
+        "| what attention sees | (x + PE)·W_Q·W_Kᵀ·(x + PE)ᵀ: content and position mixed, "
+        "absolute terms included | q_m·k_n = g(q, k, m − n): relative position only |\n"
+        "| values | carry the positional signal | untouched |\n"
+        "| longer inputs | any length, but unseen absolute positions | rescale θᵢ "
+        "(linear, NTK, YaRN, Llama 3) to stretch the context |\n"
+        "| used by | the original Transformer, Marian | Llama, Mistral, Qwen, Gemma, Phi-3, "
+        "OLMo, our lm-rope |")

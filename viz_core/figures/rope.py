@@ -1,0 +1,111 @@
+"""Rotary position embeddings (RoPE): frequencies, rotation angles, the 2-D picture of one
+query/key pair, q.k by relative position, and the long-range decay bound.
+
+numpy in, plotly figure out; the numbers come from viz_core.rope (pure functions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from ..rope import PairDemo, RopeSpec, rotation_angles, wavelengths
+from .common import SCORE_COLORSCALE, base_layout, f32
+from .heatmap import MAX_CELLS_SIGNED, matrix_heatmap
+
+
+def frequency_figure(spec: RopeSpec, title: str | None = None) -> go.Figure:
+    """theta_i per pair (log axis): base^(-2i/d), and the scaled frequencies if any."""
+    i = f32(np.arange(spec.pairs))
+    fig = go.Figure(go.Scatter(
+        x=i, y=f32(spec.default_inv_freq), mode="markers+lines",
+        name=f"θᵢ = {spec.base:g}^(−2i/{spec.dim})",
+        customdata=f32(wavelengths(spec.default_inv_freq)),
+        hovertemplate="pair %{x}: θ = %{y:.4g} rad/position, wavelength %{customdata:.4g}"
+                      "<extra></extra>"))
+    if spec.scaled:
+        fig.add_trace(go.Scatter(
+            x=i, y=f32(spec.frequencies), mode="markers+lines", name=f"{spec.rope_type} scaling",
+            customdata=f32(wavelengths(spec.frequencies)),
+            hovertemplate="pair %{x}: θ' = %{y:.4g}, wavelength %{customdata:.4g}"
+                          "<extra></extra>"))
+    fig.update_xaxes(title="dimension pair i")
+    fig.update_yaxes(title="θᵢ (radians per position)", type="log")
+    return base_layout(fig, title or "Rotation speed of each dimension pair")
+
+
+def angle_curves(inv_freq: np.ndarray, pairs: Sequence[int], n_pos: int,
+                 title: str | None = None) -> go.Figure:
+    """The angle pos·θᵢ (mod 2π) of chosen pairs against position: fast pairs wrap often,
+    slow ones barely move."""
+    pos = np.arange(n_pos)
+    angles = np.mod(rotation_angles(inv_freq, pos), 2 * np.pi)
+    fig = go.Figure()
+    for i in pairs:
+        fig.add_trace(go.Scatter(
+            x=f32(pos), y=f32(angles[:, i]), mode="lines", name=f"pair {i}",
+            hovertemplate=f"pair {i}, pos %{{x}}: %{{y:.3f}} rad<extra></extra>"))
+    fig.update_xaxes(title="position")
+    fig.update_yaxes(title="rotation angle mod 2π (radians)", range=[0, 2 * np.pi])
+    return base_layout(fig, title or "Rotation angle pos·θᵢ of each pair")
+
+
+def angle_heatmap(inv_freq: np.ndarray, n_pos: int, title: str | None = None) -> go.Figure:
+    """cos(pos·θᵢ): position (rows) × pair (columns), the rotary analogue of the sinusoidal
+    table."""
+    c = np.cos(rotation_angles(inv_freq, np.arange(n_pos)))
+    fig = go.Figure(go.Heatmap(
+        z=f32(c), colorscale=SCORE_COLORSCALE, zmin=-1, zmax=1,
+        hovertemplate="pos %{y}, pair %{x}: cos = %{z:.3f}<extra></extra>",
+        colorbar=dict(thickness=12)))
+    fig.update_xaxes(title="dimension pair i")
+    fig.update_yaxes(title="position", autorange="reversed")
+    return base_layout(fig, title or "cos(pos·θᵢ): position × pair")
+
+
+def pair_rotation_figure(demo: PairDemo, title: str | None = None) -> go.Figure:
+    """One query pair and one key pair as arrows, rotated at (m, n) and at (m+s, n+s): the
+    angle between them, and so their dot product, is the same."""
+    fig = go.Figure()
+    styles = ("solid", "dot")
+    colours = {"q": "#d62728", "k": "#1f77b4"}
+    for (a, b), (qa, kb), dash, dot in zip(demo.positions, demo.rotated, styles, demo.dots):
+        for label, vec, pos in (("q", qa, a), ("k", kb, b)):
+            fig.add_trace(go.Scatter(
+                x=f32([0, vec[0]]), y=f32([0, vec[1]]), mode="lines+markers+text",
+                line=dict(color=colours[label], dash=dash, width=3),
+                marker=dict(size=[0, 9]), text=["", f"{label}@{pos}"],
+                textposition="top center",
+                name=f"{label} at position {pos} (q·k = {dot:.3f})",
+                hovertemplate=f"{label} at {pos}: (%{{x:.3f}}, %{{y:.3f}})<extra></extra>"))
+    lim = 1.15 * max(float(np.linalg.norm(demo.q)), float(np.linalg.norm(demo.k)), 1e-6)
+    fig.update_xaxes(range=[-lim, lim], zeroline=True, title="dimension 2i")
+    fig.update_yaxes(range=[-lim, lim], zeroline=True, scaleanchor="x", scaleratio=1,
+                     title="dimension 2i+1")
+    (m, n), (m2, n2) = demo.positions
+    return base_layout(fig, title or (f"q·k at ({m}, {n}) = {demo.dots[0]:.4f}; "
+                                      f"at ({m2}, {n2}) = {demo.dots[1]:.4f}"))
+
+
+def rotary_score_figure(scores: np.ndarray, title: str | None = None) -> go.Figure:
+    """q_m·k_n for one fixed q and k at every pair of positions: constant along diagonals."""
+    lim = float(np.max(np.abs(scores))) if scores.size else 1.0
+    labels = [str(p) for p in range(scores.shape[0])]
+    return matrix_heatmap(
+        f32(scores), labels, labels, title=title or "RoPE: q rotated at m · k rotated at n",
+        value_name="q·k", colorscale=SCORE_COLORSCALE, zmin=-lim, zmax=lim,
+        x_title="key position n", y_title="query position m", max_cells=MAX_CELLS_SIGNED)
+
+
+def decay_figure(distances: np.ndarray, curves: dict[str, np.ndarray],
+                 title: str | None = None) -> go.Figure:
+    """RoFormer 3.4.3: the relative upper bound (1/(d/2))·Σⱼ|Sⱼ| against relative distance."""
+    fig = go.Figure()
+    for name, y in curves.items():
+        fig.add_trace(go.Scatter(x=f32(distances), y=f32(y), mode="lines", name=name,
+                                 hovertemplate="distance %{x}: %{y:.3f}<extra></extra>"))
+    fig.update_xaxes(title="relative distance m − n")
+    fig.update_yaxes(title="relative upper bound")
+    return base_layout(fig, title or "Long-range decay of the q·k bound")
