@@ -89,3 +89,22 @@ def test_held_out_perplexity_beside_lm(models):
           f"lm {ppl['lm']:.2f}, unigram {unigram:.2f}")
     assert ppl["lm-rope"] < unigram / 2
     assert ppl["lm-rope"] < 1.15 * ppl["lm"]
+
+
+def test_train_writes_the_modern_options_and_the_comparison(tmp_path):
+    from viz_core.train import train
+
+    out = train("lm", tmp_path / "m", steps=2, n_train=300, n_test=15, progress=False,
+                positional="rope", n_kv_heads=1, norm="rmsnorm", rope_base=500.0,
+                name="tiny-rope", compare=[CHECKPOINTS / "lm"])
+    cfg = json.loads((tmp_path / "m" / "config.json").read_text())
+    assert (cfg["positional"], cfg["n_kv_heads"], cfg["norm"], cfg["rope_base"]) == (
+        "rope", 1, "rmsnorm", 500.0)
+    card = out["card"]
+    assert card["name"] == "tiny-rope" and card["architecture"]["kv_heads"] == 1
+    assert "RoPE (base 500)" in card["description"]
+    assert card["compared"]["lm"]["n"] == card["metrics"]["n"] == 15
+    lm_model = vc.load("lm", device="cpu")
+    test = [p.target for p in out["test"]]
+    assert card["compared"]["lm"]["perplexity"] == pytest.approx(
+        lm_perplexity(lm_model.model, lm_model.tgt_vocab, test), abs=1e-3)

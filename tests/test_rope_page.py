@@ -98,3 +98,10 @@ def test_positional_page_draws_the_configs_rope_scaling(tmp_path):
     assert any("llama3 factor = 8.0" in c.value for c in at.caption)
     decay = figures(at)["Long-range decay of the q·k bound"]
     assert [t["name"] for t in decay["data"]] == ["this model (llama3)", "without scaling"]
+
+
+@pytest.mark.parametrize("page", ["home", "attention", "inside", "masks", "beam", "heads",
+                                  "compare"])
+def test_every_other_page_runs_on_lm_rope(page):
+    at = open_app(page, model="lm-rope", text="the red car")
+    no_errors(at)
