@@ -59,6 +59,9 @@ faithfulness.show(sel.model, sel.text, sel.target)
 
 c_kind, c_layer, c_head, c_view = st.columns([2, 1, 1, 1])
 kind, layer, head, block = pick_head(trace, (c_kind, c_layer, c_head))
+if any(b.window_size for b in trace.layers(kind)):  # local and global layers (Mistral, Gemma)
+    c_layer.caption(f"layer {layer}: " + (f"local (window {block.window_size})"
+                                          if block.window_size else "global"))
 if not block_has_scores(block) and st.session_state.view == "scores":  # e.g. this block kind
     st.session_state.view = "weights"
 c_view.radio("Show", views, key="view", horizontal=True,

@@ -181,3 +181,20 @@ def test_new_views_answer_hostile_text_on_tiny_gemma2(tiny, page):
         at = type_text(at, text)
         assert_answered(at, page, "gemma2", category, text)
     assert seen == set(HOSTILE_CATEGORIES)
+
+
+# ---- Attention page: local/global caption, kv groups on the grid ---------------------------
+def test_attention_labels_local_and_global_layers_and_groups_the_grid(tiny):
+    at = open_app("attention", model=tiny("gemma2"), text=TEXT)
+    no_errors(at)
+    assert any(c.value == "layer 0: local (window 4)" for c in at.caption)
+    grid = next(json.loads(c.proto.spec) for c in at.get("plotly_chart")
+                if "All layers" in json.dumps(json.loads(c.proto.spec)["layout"].get("title")))
+    labels = [a["text"] for a in grid["layout"].get("annotations", [])]
+    assert "kv 0: heads 0-1" in labels and "kv 1: heads 2-3" in labels
+    at.number_input(key="layer").set_value(1).run()
+    no_errors(at)
+    assert any(c.value == "layer 1: global" for c in at.caption)
+    at = open_app("attention", model=tiny("llama"), text=TEXT)  # no local layers: no label
+    no_errors(at)
+    assert not any(c.value.startswith("layer 0:") for c in at.caption)
