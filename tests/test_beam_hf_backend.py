@@ -23,7 +23,7 @@ def loaded(tmp_path_factory):
     def get(family):
         if family not in cache:
             path = hf_tiny.BUILDERS[family](tmp_path_factory.mktemp(family), seed=1)
-            cache[family] = vc.load(str(path))
+            cache[family] = vc.load(str(path), dtype="float32")
         return cache[family]
 
     return get

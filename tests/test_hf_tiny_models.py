@@ -40,7 +40,7 @@ def tiny(tmp_path_factory):
     def get(family):
         if family not in cache:
             path = BUILDERS[family](tmp_path_factory.mktemp(family))
-            ours = vc.load(str(path))
+            ours = vc.load(str(path), dtype="float32")
             auto = {"encoder-only": AutoModel, "decoder-only": AutoModelForCausalLM,
                     "encoder-decoder": AutoModelForSeq2SeqLM}[ours.kind]
             ref = auto.from_pretrained(path, attn_implementation="eager").eval()

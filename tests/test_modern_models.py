@@ -24,7 +24,7 @@ def tiny(tmp_path_factory):
     def get(family):
         if family not in cache:
             path = make_tiny(family, tmp_path_factory.mktemp(family), seed=1)
-            cache[family] = (vc.load(str(path)), path)
+            cache[family] = (vc.load(str(path), dtype="float32"), path)
         return cache[family]
 
     return get
