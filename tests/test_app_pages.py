@@ -121,3 +121,13 @@ def test_page_settings_live_in_the_url(toy_path):
     assert not at.exception
     assert at.multiselect(key="ablate_heads").value == ["encoder.0.self:1"]
     assert any("do not exist" in i.value for i in at.info)
+
+
+def test_precision_choice_reaches_the_model_and_the_address():
+    at = open_app("attention", model="dates", text="9 may 2018", dtype="bfloat16")
+    assert not at.exception
+    assert at.selectbox(key="dtype").value == "bfloat16"
+    assert at.query_params["dtype"] == "bfloat16"
+    at.query_params["dtype"] = "<script>"  # hostile: ignored, the choice stays
+    at.run()
+    assert not at.exception and at.selectbox(key="dtype").value == "bfloat16"

@@ -232,3 +232,17 @@ def test_a_4096_token_native_trace():
     assert one.shape == (Tq, Tk) and np.isfinite(one).all()
     np.testing.assert_allclose(one.sum(-1), 1.0, atol=1e-4)
     assert (np.triu(one, k=1) == 0).all()  # causal: nothing after the query
+
+
+def test_precision_option_keeps_patterns_float32():
+    model = vc.load("dates", dtype="bfloat16")
+    assert model.info()["dtype"] == "bfloat16"
+    b = model.trace("9 may 2018")["decoder.0.cross"]
+    assert b.pattern.dtype == np.float32 and b.scores.dtype == np.float32
+    np.testing.assert_allclose(b.pattern.sum(-1), 1.0, atol=1e-5)
+    ref = vc.load("dates", dtype="float32").trace("9 may 2018", target=model.trace(
+        "9 may 2018").output_text)["decoder.0.cross"]
+    assert np.abs(b.pattern - ref.pattern).max() < 0.05  # bf16 drift, not a different model
+    assert vc.load("dates").info()["dtype"] == "float32"  # auto on a CPU
+    with pytest.raises(vc.VizError, match="dtype"):
+        vc.load("dates", dtype="float8")

@@ -151,9 +151,20 @@ class BatchRequest:
         return cls(sel.model_name, sel.device, tuple(sentences))
 
 
+PRECISIONS = ["auto", "float32", "bfloat16", "float16"]
+
+
+def with_precision(device: str, dtype: str) -> str:
+    """The model key of a device and precision choice: "cuda", or "cuda/float16" when the
+    precision is not auto (so every request's cache key carries it)."""
+    return device if dtype in (None, "", "auto") else f"{device}/{dtype}"
+
+
 @st.cache_resource(max_entries=MODEL_CACHE, show_spinner=False)
 def get_model(name: str, device: str):
-    return vc.load(name, device)
+    """device: "auto", "cpu", "cuda", ..., optionally "/float32" etc. (with_precision)."""
+    dev, _, dtype = device.partition("/")
+    return vc.load(name, dev, dtype=dtype or "auto")
 
 
 @st.cache_resource(max_entries=TRACE_CACHE, show_spinner=False)

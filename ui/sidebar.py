@@ -16,7 +16,7 @@ from viz_core.policy import BUILTIN_HF, Policy, set_default_policy
 from . import state
 from .charts import IMAGE_FORMATS
 from .errors import literal, log, reported
-from .runs import TraceRequest, get_model, run_trace
+from .runs import PRECISIONS, TraceRequest, get_model, run_trace, with_precision
 
 MINILM = "minilm"
 CUSTOM = "Other (path or Hub id)…"
@@ -139,10 +139,15 @@ def sidebar() -> Selection:
         state.widget_default("device", state.url_choice("device", devices, "auto"))
         st.selectbox("Device", devices, key="device",
                      help="auto picks a GPU when there is one, else the CPU.")
+        state.widget_default("dtype", state.url_choice("dtype", PRECISIONS, "auto"))
+        st.selectbox("Precision", PRECISIONS, key="dtype",
+                     help="Weights and activations: auto is bfloat16 on a GPU and float32 on "
+                          "a CPU. Softmax and every pattern shown are float32 whatever this is.")
+        device = with_precision(st.session_state.device, st.session_state.dtype)
         with st.spinner(f"Loading {literal(name[:80])}…"), \
                 reported(f"loading the model {name[:80]!r}"):
             policy.check_name(name, builtin=name in choices)
-            model = get_model(name, st.session_state.device)
+            model = get_model(name, device)
         for message in getattr(model, "notices", []):
             st.warning(message, icon="🐢")
 
@@ -171,8 +176,8 @@ def sidebar() -> Selection:
         st.radio("Chart images", IMAGE_FORMATS, key="image_format", horizontal=True,
                  help="Format saved by the camera button of every chart's toolbar.")
         state.to_url(model=name, device=st.session_state.device, text=st.session_state.text,
-                     target=target, resend=True)
-    return Selection(name, st.session_state.device, st.session_state.text, target, model)
+                     target=target, dtype=st.session_state.dtype, resend=True)
+    return Selection(name, device, st.session_state.text, target, model)
 
 
 def _use_example() -> None:

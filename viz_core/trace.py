@@ -198,6 +198,12 @@ class BlockTrace:
         return None if self._source is None else self._source.softcap
 
     @property
+    def scaling(self) -> float | None:
+        """The factor the model multiplies q k^T by (1/sqrt(d_k) unless the model says
+        otherwise, e.g. T5: 1, Gemma 2: query_pre_attn_scalar^-0.5); None when not known."""
+        return None if self._source is None else self._source.scaling
+
+    @property
     def layer(self) -> int:
         return parse_block_name(self.name)[1]
 
