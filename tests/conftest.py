@@ -48,3 +48,11 @@ def pytest_collection_modifyitems(config, items):
         funcs = [getattr(item, "function", None), *(d[-1].func for d in defs if d)]
         if any(_drives_the_app(f) for f in funcs):  # the test or one of its fixtures
             item.add_marker(pytest.mark.app)
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory):
+    """The session's cache of tiny random HF models (tests/tiny_models.py)."""
+    from tests.tiny_models import TinyModels
+
+    return TinyModels(tmp_path_factory.mktemp)

@@ -9,26 +9,14 @@ import json
 
 import pytest
 
-from tests.hf_tiny_encoders import make_tiny_albert
-from tests.hf_tiny_modern import make_tiny
 from tests.test_app import no_errors, open_app
 
 TEXT = "the cat sat on the mat because it was tired"
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    cache = {}
-
-    def get(family):
-        if family not in cache:
-            root = tmp_path_factory.mktemp(family)
-            path = make_tiny_albert(root, seed=1) if family == "albert" else make_tiny(
-                family, root, seed=1)
-            cache[family] = str(path)
-        return cache[family]
-
-    return get
+def tiny(tiny_models):
+    return lambda family: str(tiny_models.path(family, seed=1))
 
 
 def titles(at) -> list[str]:

@@ -10,23 +10,14 @@ hf_tiny = pytest.importorskip("hf_tiny", reason="tests/hf_tiny.py not available"
 transformers = pytest.importorskip("transformers")
 transformers.logging.set_verbosity_error()
 
-import viz_core as vc  # noqa: E402
 from viz_core.errors import InputError  # noqa: E402
 
 TEXT = "the cat sat on the mat"
 
 
 @pytest.fixture(scope="module")
-def loaded(tmp_path_factory):
-    cache = {}
-
-    def get(family):
-        if family not in cache:
-            path = hf_tiny.BUILDERS[family](tmp_path_factory.mktemp(family), seed=1)
-            cache[family] = vc.load(str(path), dtype="float32")
-        return cache[family]
-
-    return get
+def loaded(tiny_models):
+    return lambda family: tiny_models.load(family, seed=1)[0]
 
 
 def reference(model, k, n, lp, es):

@@ -18,7 +18,6 @@ import pytest
 import torch
 
 import viz_core as vc
-from tests import hf_tiny
 from viz_core.backends.native import NativeModel
 from viz_core.model import Transformer, TransformerConfig
 from viz_core.tokenizer import Vocab
@@ -28,16 +27,8 @@ TEXT = "the cat sat on the mat because it was tired"
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    cache = {}
-
-    def get(family):
-        if family not in cache:
-            path = hf_tiny.BUILDERS[family](tmp_path_factory.mktemp(family), seed=2)
-            cache[family] = (vc.load(str(path), dtype="float32"), path)
-        return cache[family]
-
-    return get
+def tiny(tiny_models):
+    return lambda family: tiny_models.load(family, seed=2)
 
 
 def eager_reference(model, path):

@@ -12,24 +12,15 @@ import numpy as np
 import pytest
 import torch
 
-import viz_core as vc
-from tests.hf_tiny_encoders import ALBERT_LAYERS, ENCODERS
+from tests.hf_tiny_encoders import ALBERT_LAYERS
 from viz_core.analysis import layer_to_layer_divergence, masked_softmax
 
 TEXT = "the cat sat on the mat because it was tired"
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    cache = {}
-
-    def get(family):
-        if family not in cache:
-            path = ENCODERS[family](tmp_path_factory.mktemp(family), seed=3)
-            cache[family] = (vc.load(str(path)), path)
-        return cache[family]
-
-    return get
+def tiny(tiny_models):
+    return lambda family: tiny_models.load(family, seed=3)
 
 
 def eager_attentions(path, ids, **kw):

@@ -9,8 +9,6 @@ import json
 import numpy as np
 import pytest
 
-import viz_core as vc
-from tests.hf_tiny_modern import make_tiny
 from viz_core.figures.masks import (
     causal_mask,
     layer_masks,
@@ -24,15 +22,8 @@ TEXT = "the cat sat on the mat because it was tired"
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    cache = {}
-
-    def get(family):
-        if family not in cache:
-            cache[family] = vc.load(str(make_tiny(family, tmp_path_factory.mktemp(family))))
-        return cache[family]
-
-    return get
+def tiny(tiny_models):
+    return lambda family: tiny_models.load(family, seed=0, dtype="auto")[0]
 
 
 def test_sliding_window_mask_by_hand():

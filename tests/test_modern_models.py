@@ -11,23 +11,14 @@ import numpy as np
 import pytest
 import torch
 
-import viz_core as vc
-from tests.hf_tiny_modern import MODERN, make_tiny
+from tests.hf_tiny_modern import MODERN
 
 TEXT = "the cat sat on the mat because it was tired"
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    cache = {}
-
-    def get(family):
-        if family not in cache:
-            path = make_tiny(family, tmp_path_factory.mktemp(family), seed=1)
-            cache[family] = (vc.load(str(path), dtype="float32"), path)
-        return cache[family]
-
-    return get
+def tiny(tiny_models):
+    return lambda family: tiny_models.load(family, seed=1)
 
 
 def eager(path):
