@@ -232,3 +232,11 @@ def test_probe_only_run_on_an_encoder_decoder_model(tmp_path):
     assert set(atlas.summary["kind"]) == {"encoder.self", "decoder.self", "decoder.cross"}
     cross = atlas.summary[atlas.summary["kind"] == "decoder.cross"]
     assert cross["previous"].isna().all() and cross["broad"].notna().all()
+
+
+def test_a_model_that_cannot_load(tmp_path):
+    from viz_core.errors import ModelLoadError
+
+    (tmp_path / "a.txt").write_text("the cat\n")
+    with pytest.raises(ModelLoadError, match="not found"):
+        run_atlas(cfg(tmp_path / "a.txt", tmp_path / "o", model=str(tmp_path / "nope")))

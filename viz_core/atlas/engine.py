@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ..errors import VizError
 from .inputs import PROBE, AtlasInputError, InputStats, probe_texts, read_examples
 from .layout import MANIFEST, PROGRESS, input_path, read_json, shard_done, write_atomic, write_json
 from .worker import AtlasWorker
@@ -232,6 +233,13 @@ def _run_ray(cfg: AtlasConfig, out: Path, pending: list[int], workers: int, thre
             for row in ds.iter_rows():
                 on_shard({"shard": int(row["shard"]), "examples": int(row["examples"])})
                 check_stop()
+        except (AtlasStopped, VizError):
+            raise
+        except Exception as err:  # noqa: BLE001 - Ray wraps a worker's error: say it in short
+            cause = getattr(err, "cause", None) or err
+            first = (str(cause).strip().splitlines() or [""])[-1][:300]
+            raise AtlasError(f"The Ray run stopped: {type(cause).__name__}: {first} (finished "
+                             "shards are kept; fix the cause and rerun with --resume)") from err
         finally:
             stop.set()
             watcher.join()

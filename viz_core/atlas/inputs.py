@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
@@ -31,7 +31,6 @@ class InputStats:
     blank: int = 0  # empty lines / null or empty text cells, skipped
     chars_cut: int = 0  # examples longer than MAX_CHARS, cut to it
     probes: int = 0
-    notes: list[str] = field(default_factory=list)
 
 
 def _sniff_binary(path: Path) -> None:

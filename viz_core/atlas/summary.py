@@ -168,20 +168,6 @@ class Atlas:
             return pd.DataFrame(columns=["example", "text", "target", "tokens", "target_tokens"])
         return pd.concat(parts, ignore_index=True).set_index("example", drop=False)
 
-    def scores(self, kind: str, layer: int, head: int, role: str) -> np.ndarray:
-        """Every example's score of one head and role (reads one column of each shard)."""
-        import pyarrow.compute as pc
-        import pyarrow.parquet as pq
-
-        vals = []
-        for s in done_shards(self.path):
-            t = pq.read_table(heads_path(self.path, s), columns=["kind", "layer", "head", role])
-            sel = pc.and_(pc.and_(pc.equal(t["kind"], kind), pc.equal(t["layer"], layer)),
-                          pc.equal(t["head"], head))
-            vals.append(t.filter(sel).column(role).to_numpy(zero_copy_only=False))
-        v = np.concatenate(vals) if vals else np.zeros(0, np.float32)
-        return v[np.isfinite(v)]
-
 
 def is_atlas(path: Path) -> bool:
     return (Path(path) / MANIFEST).is_file()
