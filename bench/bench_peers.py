@@ -88,6 +88,12 @@ def save_model(folder: Path, quick: bool) -> None:
     tok.save_pretrained(folder)
 
 
+def available_bytes() -> int:
+    import psutil
+
+    return int(psutil.virtual_memory().available)
+
+
 def measure(method: str, folder: Path, n: int) -> dict | None:
     root = str(Path(__file__).resolve().parent.parent)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -103,6 +109,7 @@ def measure(method: str, folder: Path, n: int) -> dict | None:
 
 def run(quick: bool = False) -> list[dict]:
     sizes = [64] if quick else [512, 2048, 8192]
+    layers, heads = (2, 4) if quick else (12, 12)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "gpt2"
@@ -114,8 +121,14 @@ def run(quick: bool = False) -> list[dict]:
                 continue
             for peer, label in (("eager", "HF eager output_attentions=True, to numpy"),
                                 ("tl", "TransformerLens run_with_cache (patterns)")):
-                theirs = measure(peer, folder, n)
                 name = f"trace + grid + one head vs {peer}, {n} tokens"
+                need = layers * heads * n * n * 4  # every pattern, float32, at least once
+                if need > 0.6 * available_bytes():
+                    rows.append({"name": name, "skipped": f"{label} needs at least "
+                                 f"{need / 2**30:.0f} GB for the patterns alone; this machine "
+                                 f"has {available_bytes() / 2**30:.0f} GB free"})
+                    continue
+                theirs = measure(peer, folder, n)
                 if not theirs or "error" in theirs:
                     rows.append({"name": name, "skipped": f"{label} did not survive: "
                                  f"{(theirs or {}).get('error', 'timeout')}"})
