@@ -58,8 +58,8 @@ def throughput_rows(quick: bool) -> list[dict]:
     from viz_core.atlas import AtlasConfig
 
     rows = []
-    cases = [("minilm", 32, 48 if quick else 192), ("minilm", 128, 24 if quick else 96),
-             ("lm", 32, 256 if quick else 1024), ("lm", 128, 0)]
+    cases = [("minilm", 32, 16 if quick else 192), ("minilm", 128, 8 if quick else 96),
+             ("lm", 32, 64 if quick else 1024), ("lm", 128, 0)]
     started = not ray.is_initialized()
     if started:
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
@@ -114,7 +114,7 @@ PEAK_SCRIPT = textwrap.dedent("""
 def memory_rows(quick: bool) -> list[dict]:
     import viz_core as vc
 
-    small, big = (200, 1600) if quick else (500, 4000)
+    small, big = (100, 800) if quick else (500, 4000)
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "data.txt"
         data.write_text("\n".join(_texts(vc.load("lm"), 24, big, seed=1)) + "\n")
