@@ -133,18 +133,24 @@ kind = st.selectbox("Block", kinds, key="atlas_kind", format_func=lambda k: KIND
 part = atlas.summary[atlas.summary["kind"] == kind]
 n_layers, n_heads = int(part["layer"].max()) + 1, int(part["head"].max()) + 1
 
-tabs = st.tabs(["Dominant role", *(ROLE_LABELS[r] for r in ROLES)])
-with tabs[0]:
-    event = chart(role_map(atlas.summary, kind), key="atlas_map", on_select="rerun",
-                  name="atlas-roles")
-    points = getattr(getattr(event, "selection", None), "points", None) or []
-    if points:  # a clicked cell picks the head below
+
+
+def pick_clicked_head(key: str) -> None:
+    """A clicked cell of a map picks the head shown below (before its inputs are drawn)."""
+    points = st.session_state[key]["selection"]["points"]
+    if points:
         st.session_state.atlas_layer = int(points[0].get("y", 0))
         st.session_state.atlas_head = int(points[0].get("x", 0))
+
+
+tabs = st.tabs(["Dominant role", *(ROLE_LABELS[r] for r in ROLES)])
+with tabs[0]:
+    chart(role_map(atlas.summary, kind), key="atlas_map", name="atlas-roles",
+          on_select=lambda: pick_clicked_head("atlas_map"))
 for tab, role in zip(tabs[1:], ROLES):
     with tab:
         chart(score_map(atlas.summary, kind, role), key=f"atlas_map_{role}",
-              name=f"atlas-{role}")
+              name=f"atlas-{role}", on_select=lambda k=f"atlas_map_{role}": pick_clicked_head(k))
         chart(heads_distribution(atlas.summary, kind, role), key=f"atlas_dist_{role}",
               name=f"atlas-{role}-heads")
 

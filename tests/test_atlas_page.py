@@ -115,3 +115,18 @@ def test_encoder_decoder_atlas_has_a_map_per_block_kind_and_links_carry_the_targ
         q = {k: v[0] for k, v in parse_qs(urlsplit(link).query).items()}
         assert q["kind"] == "decoder.cross" and q["model"] == "dates"
         assert q["target"] == greedy[q["text"]]  # what the Attention page shows by itself
+
+
+def test_every_map_cell_can_be_clicked(atlas_dir):
+    """Streamlit reports clicks on scatter points only: each cell carries an invisible one."""
+    from viz_core.atlas import load_atlas
+    from viz_core.atlas.figures import role_map, score_map
+
+    atlas = load_atlas(atlas_dir)
+    for fig in (role_map(atlas.summary, "decoder.self"),
+                score_map(atlas.summary, "decoder.self", "previous")):
+        cells = fig.data[1]
+        assert cells.type == "scatter" and fig.layout.clickmode == "event+select"
+        assert sorted(zip(cells.y, cells.x)) == [(layer, head) for layer in range(2)
+                                                 for head in range(4)]
+        assert all("layer" in t for t in cells.text)

@@ -43,6 +43,20 @@ def _hover(part: pd.DataFrame, n_layers: int, n_heads: int) -> np.ndarray:
     return text
 
 
+def _clickable(fig: go.Figure, hover: np.ndarray) -> go.Figure:
+    """An invisible marker on every cell: Streamlit reports clicks on scatter points, not on
+    heatmap cells (streamlit/streamlit#8760), so the markers carry the click and the hover."""
+    n_layers, n_heads = hover.shape
+    layer, head = np.mgrid[0:n_layers, 0:n_heads]
+    fig.update_traces(hoverinfo="skip", hovertemplate=None, selector=dict(type="heatmap"))
+    fig.add_scatter(x=head.ravel().tolist(), y=layer.ravel().tolist(), mode="markers",
+                    marker=dict(symbol="square", size=22, color="rgba(0,0,0,0)"),
+                    text=hover.ravel().tolist(), hovertemplate="%{text}<extra></extra>",
+                    showlegend=False, name="heads")
+    fig.update_layout(clickmode="event+select")
+    return fig
+
+
 def _layout(fig: go.Figure, n_layers: int, n_heads: int, title: str) -> go.Figure:
     fig.update_layout(title=title, height=max(220, 60 + 34 * n_layers),
                       margin=dict(l=60, r=20, t=50, b=40))
@@ -69,6 +83,7 @@ def role_map(summary: pd.DataFrame, kind: str) -> go.Figure:
         hovertemplate="%{text}<extra></extra>", xgap=2, ygap=2,
         colorbar=dict(tickvals=list(range(n)), ticktext=[LABELS[r] for r in present],
                       title="dominant role")))
+    fig = _clickable(fig, _hover(part, n_layers, n_heads))
     return _layout(fig, n_layers, n_heads, "Dominant role of every head")
 
 
@@ -81,6 +96,7 @@ def score_map(summary: pd.DataFrame, kind: str, role: str) -> go.Figure:
         zmax=1, colorscale="Viridis", text=_hover(part, n_layers, n_heads),
         hovertemplate="%{text}<extra></extra>", xgap=2, ygap=2,
         colorbar=dict(title="score")))
+    fig = _clickable(fig, _hover(part, n_layers, n_heads))
     return _layout(fig, n_layers, n_heads, f"{LABELS[role]}: mean score per head")
 
 
