@@ -13,7 +13,9 @@ import time
 import torch
 
 import viz_core as vc
-from viz_core.decoding import HFStepper, NativeStepper, search_with
+from viz_core.backends.hf import stepper_for
+from viz_core.capture import register_with_transformers
+from viz_core.decoding import search_with
 
 from .common import paired, ratio_row, sync
 
@@ -28,7 +30,7 @@ def bart(device, vocab: int = 8000):
                      encoder_ffn_dim=1024, decoder_ffn_dim=1024, max_position_embeddings=128,
                      bos_token_id=0, pad_token_id=1, eos_token_id=EOS,
                      decoder_start_token_id=EOS, forced_eos_token_id=EOS,
-                     attn_implementation="eager")
+                     attn_implementation=register_with_transformers())
     torch.manual_seed(0)
     model = BartForConditionalGeneration(cfg).to(device).eval()
     with torch.no_grad():  # never finish early: every run does all max_new steps
@@ -72,7 +74,7 @@ def hf_rows(device, k: int, max_new: int, repeat: int) -> list[dict]:
                     num_return=k)
 
     def make():
-        return HFStepper(model, src, max_new=max_new, beams=k, length_penalty=1.0,
+        return stepper_for(model, src, max_new=max_new, beams=k, length_penalty=1.0,
                          early_stopping=False)
 
     def ours():
@@ -109,7 +111,7 @@ def native_rows(device, k: int, max_new: int, repeat: int) -> list[dict]:
     source = "the cat sat on the mat and the dog saw the red house"
     settings = dict(beam_size=k, max_len=max_new, length_penalty=1.0, early_stopping=False,
                     num_return=k)
-    t5, t50 = per_step(lambda: NativeStepper(model, source, None, None, []), settings,
+    t5, t50 = per_step(lambda: model.make_stepper(source, None), settings,
                        model.device, repeat)
     return [{"name": f"native beam search k={k}: step 50 / step 5", "ratio": t50 / t5,
              "target": 1.5, "meets_target": t50 / t5 <= 1.5, "ours_s": t50, "peer_s": t5,

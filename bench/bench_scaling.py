@@ -4,8 +4,10 @@ A random encoder-decoder (d_model 128, 4 heads, 3+3 layers, max_len 2048), teach
 both the source and the decoder input have N tokens. Each size runs in a fresh subprocess so
 its peak memory (ru_maxrss growth during the traces) is its own. Two captures per size:
 
-- "pattern": what the Attention page asks for (weights view) -> the timed row;
-- "all": every hook point (q, k, v, scores, pattern, z) -> memory only.
+- "pattern": what the Attention page asks for (weights view) -> the timed row; its trace
+  bytes are what the lazy trace holds (q and k per block, linear in N);
+- "all": every hook point (q, k, v, z), then every pattern and score read -> memory only
+  (N^2: what a trace costs once every view of every block has been opened).
 
 Memory: growth of the peak resident set (VmHWM, reset before each capture) over the RSS
 before it; on a GPU, plus torch's peak allocation there.
@@ -113,12 +115,16 @@ def measure(n: int, repeat: int, device: str = "cpu", tag: str = "pattern") -> d
         trace = m.trace(text, target=text, **opts)  # numpy on the CPU: synchronised
         times.append(time.perf_counter() - t0)
     peak = peak_mb()
-    arrays = [a for b in trace.block_traces.values()
-              for a in (b.pattern, b.scores, b.q, b.k, b.v, b.z) if a is not None]
+    blocks = list(trace.block_traces.values())
+    held = sum(b.captured_bytes() for b in blocks)  # the lazy trace: q, k (v, z): O(N d)
+    if tag == "all":  # and what reading every pattern and score of every block adds: O(N^2)
+        for b in blocks:
+            b.pattern, b.scores  # noqa: B018 - read to materialise them
+        held += sum(b.computed_bytes() for b in blocks)
     enc = trace.layers("encoder.self")[0]
     out: dict = {"n_tokens": n, tag: {
         "times": times,
-        "trace_bytes": int(sum(a.nbytes for a in arrays)),
+        "trace_bytes": int(held),
         "peak_growth_mb": max(0.0, peak - before),
         "shape": list(enc.pattern.shape),
         "rows_sum_to_1": bool(np.allclose(enc.pattern.sum(-1), 1, atol=1e-4)),

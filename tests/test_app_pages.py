@@ -24,7 +24,7 @@ def test_every_page_runs_on_minilm(page):
     no_errors(at)
     if page == "beam":
         assert any("no decoder" in i.value for i in at.info)
-    elif page not in ("home", "heads"):
+    elif page not in ("home", "heads", "atlas"):  # atlas: a message until one is opened
         assert at.get("plotly_chart"), page
 
 

@@ -79,10 +79,11 @@ def test_scaling():
         assert r["shape"] == [4, n, n] and r["rows_sum_to_1"]
         assert r["page_bounded"] and set(r["page_bytes_by_figure"]) == {
             "heatmap", "grid", "head view", "mean", "rollout"}
-        # patterns only: 9 blocks x 4 heads x n x n float32
-        assert r["trace_mb"] == pytest.approx(9 * 4 * n * n * 4 / 2**20)
-        assert r["trace_mb_all_points"] > 2 * r["trace_mb"]  # + scores, q, k, v, z
-    assert rows[1]["trace_mb"] == pytest.approx(4 * rows[0]["trace_mb"])  # N^2
+        # the lazy trace holds q and k: 9 blocks x 2 x n x d_model 128, float32
+        assert r["trace_mb"] == pytest.approx(9 * 2 * n * 128 * 4 / 2**20)
+        # every pattern and score read: + 9 blocks x 2 x 4 heads x n x n float32 (+ v, z)
+        assert r["trace_mb_all_points"] > r["trace_mb"] + 9 * 2 * 4 * n * n * 4 / 2**20
+    assert rows[1]["trace_mb"] == pytest.approx(2 * rows[0]["trace_mb"])  # linear in N
 
 
 @pytest.mark.browser
@@ -96,3 +97,7 @@ def test_latency():
     if Path(CHROMIUM).exists():
         browser = next(r for r in rows if "browser" in r["name"])
         assert browser["sentences"] == 1
+
+
+def test_atlas():
+    assert quick_rows("bench_atlas")

@@ -420,7 +420,15 @@ class BlockTrace:
         """float32 [head, q, d_v]: each head's output (pattern @ v), as the model computed it."""
         return self._internal("z")
 
-    # ---- device residency ------------------------------------------------------------------
+    # ---- memory --------------------------------------------------------------------------------
+    def captured_bytes(self) -> int:
+        """Bytes of what the capture kept (q, k, v, z, mask, bias), wherever they live."""
+        return 0 if self._source is None else self._source.nbytes()
+
+    def computed_bytes(self) -> int:
+        """Bytes of the numpy results computed so far (patterns, heads, overviews ...)."""
+        return sum(v.nbytes for v in list(self._cache.values()) if isinstance(v, np.ndarray))
+
     def device_bytes(self) -> int:
         src = self._source
         if src is None or src.q.device.type == "cpu":
