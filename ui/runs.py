@@ -160,6 +160,16 @@ def with_precision(device: str, dtype: str) -> str:
     return device if dtype in (None, "", "auto") else f"{device}/{dtype}"
 
 
+@st.cache_data(max_entries=64, show_spinner=False)
+def model_footprint(name: str, device: str) -> str | None:
+    """"22.7 M parameters, 87 MB at float32" from safetensors headers, before loading."""
+    from viz_core.footprint import estimate
+
+    dev, _, dtype = device.partition("/")
+    fp = estimate(name, dtype or "auto", dev)
+    return None if fp is None else fp.describe()
+
+
 @st.cache_resource(max_entries=MODEL_CACHE, show_spinner=False)
 def get_model(name: str, device: str):
     """device: "auto", "cpu", "cuda", ..., optionally "/float32" etc. (with_precision)."""

@@ -16,7 +16,14 @@ from viz_core.policy import BUILTIN_HF, Policy, set_default_policy
 from . import state
 from .charts import IMAGE_FORMATS
 from .errors import literal, log, reported
-from .runs import PRECISIONS, TraceRequest, get_model, run_trace, with_precision
+from .runs import (
+    PRECISIONS,
+    TraceRequest,
+    get_model,
+    model_footprint,
+    run_trace,
+    with_precision,
+)
 
 MINILM = "minilm"
 CUSTOM = "Other (path or Hub id)…"
@@ -144,6 +151,9 @@ def sidebar() -> Selection:
                      help="Weights and activations: auto is bfloat16 on a GPU and float32 on "
                           "a CPU. Softmax and every pattern shown are float32 whatever this is.")
         device = with_precision(st.session_state.device, st.session_state.dtype)
+        size = model_footprint(name, device)
+        if size:
+            st.caption(f"Weights: {literal(size)}")
         with st.spinner(f"Loading {literal(name[:80])}…"), \
                 reported(f"loading the model {name[:80]!r}"):
             policy.check_name(name, builtin=name in choices)

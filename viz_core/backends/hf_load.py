@@ -14,6 +14,7 @@ from pathlib import Path
 from ..capture import register_with_transformers
 from ..device import pick_device, pick_dtype
 from ..errors import ModelLoadError
+from ..footprint import estimate, free_memory, placement
 from .families import family_for
 from .hf import HFModel
 
@@ -91,15 +92,30 @@ def load_hf(name: str, device="auto", dtype="auto"):
     family = adapter.model_type
     auto = {"encoder-only": AutoModel, "decoder-only": AutoModelForCausalLM,
             "encoder-decoder": AutoModelForSeq2SeqLM}[adapter.architecture]
+    # Where it fits, from the safetensors headers before anything is loaded: on the device;
+    # over the GPU and host memory (device_map="auto", accelerate) when the GPU alone is too
+    # small; or refused with the sizes.
+    where = "device"
+    footprint = estimate(source, str(torch_dtype).removeprefix("torch."), str(dev))
+    if footprint is not None:
+        where = placement(footprint.bytes, dev.type, *free_memory(dev))
+    spread = {"device_map": "auto"} if where == "device_map" else {}
+    if spread:
+        try:
+            import accelerate  # noqa: F401
+        except ImportError as err:
+            raise ModelLoadError(f"{name!r} does not fit the GPU alone ({footprint.describe()}) "
+                                 f"and spreading it needs the accelerate package.") from err
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
         model = auto.from_pretrained(
             source, attn_implementation=register_with_transformers(),
             trust_remote_code=False,
             use_safetensors=True,  # never unpickle weights a user points us at
-            dtype=torch_dtype)
+            dtype=torch_dtype, **spread)
     except Exception as err:
         raise ModelLoadError(f"Cannot load the {family} model {where} {name!r} (only "
                              f"safetensors weights are read): {_short(err)}") from err
-    model.to(dev)
+    if not spread:
+        model.to(dev)
     return HFModel(model, tokenizer, adapter, name=shown, path=source, card=card)
