@@ -84,14 +84,18 @@ def test_gemma2_softcap_shown_before_and_after(tiny):
     assert np.abs(capped).max() <= 5.0 and not np.allclose(raw, capped)
 
 
-@pytest.mark.parametrize("family", ["llama", "mistral", "gemma2"])
-def test_beam_search_equals_generate(tiny, family):
+@pytest.mark.parametrize("family,k,lp", [
+    ("llama", 3, 1.0), ("llama", 4, 0.5), ("qwen2", 2, 1.0), ("qwen2", 4, 2.0),
+    ("mistral", 3, 1.0), ("gemma2", 3, 1.0)])
+def test_beam_search_equals_generate(tiny, family, k, lp):
     model, _ = tiny(family)
     ids = torch.tensor([model.tokenizer(TEXT)["input_ids"]], device=model.device)
-    out = model.hf_model.generate(ids, attention_mask=torch.ones_like(ids), num_beams=3,
-                                  num_return_sequences=3, max_new_tokens=6, do_sample=False,
-                                  output_scores=True, return_dict_in_generate=True)
-    tree = model.beam_search(TEXT, beam_size=3, max_len=6)
+    out = model.hf_model.generate(ids, attention_mask=torch.ones_like(ids), num_beams=k,
+                                  num_return_sequences=k, max_new_tokens=6, do_sample=False,
+                                  length_penalty=lp, output_scores=True,
+                                  return_dict_in_generate=True)
+    tree = model.beam_search(TEXT, beam_size=k, max_len=6, length_penalty=lp)
+    assert len(tree.hypotheses) == k
     for h, seq, score in zip(tree.hypotheses, out.sequences, out.sequences_scores):
         ours = [n.token_id for n in tree.path(h.node_id)]
         assert seq[ids.shape[1]:ids.shape[1] + len(ours)].tolist() == ours
