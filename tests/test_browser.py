@@ -175,3 +175,23 @@ def test_clicking_a_beam_node_shows_its_attention(app_url, chromium_browser):
     page.screenshot(path=str(ARTIFACTS / "beam-node.png"), full_page=True)
     assert page.get_by_text("Click a kept or finished node").count() == 0
     assert not real_errors(errors), errors
+
+
+@pytest.mark.parametrize("which", ["lm-rope", "tiny-llama"])
+def test_positional_page_draws_rope_for_rotary_models(app_url, chromium_browser, which,
+                                                      tiny_models):
+    """The Positional page of a rotary model (our lm-rope, a tiny Llama) in a real browser:
+    the RoPE formula and caption, and its charts (frequencies, angles, the rotated pair)."""
+    base, _ = app_url
+    model = "lm-rope" if which == "lm-rope" else str(tiny_models.path("llama"))
+    q = urllib.parse.urlencode({"model": model, "text": "the red car"})
+    page, errors, _ = open_page(chromium_browser, f"{base}/positional?{q}")
+    wait_chart(page)
+    settle(page)
+    assert page.locator("[data-testid='stException']").count() == 0
+    body = page.locator("[data-testid='stMain']").inner_text()
+    assert "Rotary position embeddings" in body and "base = 10000" in body
+    assert page.locator(".js-plotly-plot").count() >= 3
+    page.screenshot(path=str(ARTIFACTS / f"positional-{which}.png"), full_page=True)
+    assert not real_errors(errors), errors
+    page.close()
