@@ -56,3 +56,16 @@ def tiny_models(tmp_path_factory):
     from tests.tiny_models import TinyModels
 
     return TinyModels(tmp_path_factory.mktemp)
+
+
+@pytest.fixture(scope="module")
+def chromium_browser():
+    """Debian's chromium through Playwright (tests/browser_support.py), one per test module."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.browser_support import launch_chromium
+
+    with sync_playwright() as pw:
+        b = launch_chromium(pw)
+        yield b
+        b.close()

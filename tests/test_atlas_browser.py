@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser_support import CHROMIUM, SCRIPT_IDLE, launch_chromium, streamlit_server
+from tests.browser_support import CHROMIUM, SCRIPT_IDLE, streamlit_server
 from viz_core.atlas import AtlasConfig, load_atlas, run_atlas
 from viz_core.atlas.figures import top_table
 
@@ -28,16 +28,6 @@ def served(tmp_path_factory):
         yield base, d / "run"
 
 
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = launch_chromium(pw)
-        yield b
-        b.close()
-
-
 def settle(page):
     page.wait_for_selector(".js-plotly-plot", timeout=90_000)
     page.wait_for_timeout(300)
@@ -48,10 +38,10 @@ def param(page, key: str) -> str | None:
     return urllib.parse.parse_qs(urllib.parse.urlsplit(page.url).query).get(key, [None])[0]
 
 
-def test_clicking_a_map_cell_picks_that_head(served, browser):
+def test_clicking_a_map_cell_picks_that_head(served, chromium_browser):
     base, run = served
     q = urllib.parse.urlencode({"model": "lm", "atlas": str(run)})
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page = chromium_browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(f"{base}/atlas?{q}")
     settle(page)
     box = page.evaluate("""() => {
@@ -66,11 +56,11 @@ def test_clicking_a_map_cell_picks_that_head(served, browser):
     page.close()
 
 
-def test_a_top_example_link_opens_the_attention_page_on_that_head(served, browser):
+def test_a_top_example_link_opens_the_attention_page_on_that_head(served, chromium_browser):
     base, run = served
     table = top_table(load_atlas(run), "decoder.self", 1, 3, "previous")
     link = table["open"][0]
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page = chromium_browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(f"{base}/{link}")  # the page-relative link, as the atlas page is at /atlas
     settle(page)
     assert urllib.parse.urlsplit(page.url).path == "/attention"

@@ -11,7 +11,6 @@ from tests.browser_support import (
     ARTIFACTS,
     CHROMIUM,
     SCRIPT_IDLE,
-    launch_chromium,
     streamlit_server,
 )
 
@@ -29,16 +28,6 @@ def app_url(tmp_path_factory):
     toy = save_toy(tmp_path_factory.mktemp("ckpt") / "toy", seed=5)
     with streamlit_server() as (base, _proc):
         yield base, str(toy)
-
-
-@pytest.fixture(scope="module")
-def chromium_browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = launch_chromium(pw)
-        yield b
-        b.close()
 
 
 def is_base_path_probe(url: str) -> bool:
@@ -195,3 +184,21 @@ def test_positional_page_draws_rope_for_rotary_models(app_url, chromium_browser,
     page.screenshot(path=str(ARTIFACTS / f"positional-{which}.png"), full_page=True)
     assert not real_errors(errors), errors
     page.close()
+
+
+@pytest.mark.parametrize("which", ["minilm", "tiny-t5"])
+def test_every_page_renders_for_real_hf_models(app_url, chromium_browser, which, tiny_models):
+    """Every page, the new ones included, in Chromium with the embedded MiniLM and a Hugging
+    Face encoder-decoder: a view or a clear message, never an exception or a console error."""
+    base, _ = app_url
+    model = "minilm" if which == "minilm" else str(tiny_models.path("t5"))
+    q = urllib.parse.urlencode({"model": model, "text": "The quick brown fox jumps."})
+    pages = PAGES + ["pretraining", "pairs", "relative", "atlas"]
+    for name in pages:
+        path = "" if name == "home" else name
+        page, errors, _ = open_page(chromium_browser, f"{base}/{path}?{q}")
+        settle(page)
+        assert page.locator("[data-testid='stException']").count() == 0, (which, name)
+        page.screenshot(path=str(ARTIFACTS / f"{which}-{name}.png"), full_page=True)
+        assert not real_errors(errors), (which, name, errors)
+        page.close()

@@ -31,9 +31,11 @@ class Footprint:
 
     def describe(self) -> str:
         p = self.parameters
-        count = f"{p / 1e9:.2f} B" if p >= 1e9 else f"{p / 1e6:.1f} M"
-        size = self.bytes / 2**30
-        size_text = f"{size:.2f} GB" if size >= 1 else f"{self.bytes / 2**20:.0f} MB"
+        count = (f"{p / 1e9:.2f} B" if p >= 1e9 else f"{p / 1e6:.1f} M" if p >= 1e5
+                 else f"{p / 1e3:.1f} k")
+        b = self.bytes
+        size_text = (f"{b / 2**30:.2f} GB" if b >= 2**30 else f"{b / 2**20:.0f} MB"
+                     if b >= 2**20 else f"{b / 2**10:.0f} KB")
         return f"{count} parameters, {size_text} at {self.dtype}"
 
 
