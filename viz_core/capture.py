@@ -129,8 +129,14 @@ class Recorder:
     # untouched (a Hugging Face model's reference run). See Backend.check_faithfulness.
     reference: str | None = None
     records: dict[str, list[Record]] = field(default_factory=dict)
+    # The residual stream and the sublayer outputs (see ``note``): kept only when True.
+    stream: bool = False
+    # (id(HF module), point) -> its layer name, or the names of its successive calls
+    stream_names: Mapping[tuple[int, str], str | list[str]] = field(default_factory=dict)
+    # layer ("encoder.0") -> point ("in", "self", "self.norm", "ffn", "out", ...) -> tensor
+    states: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)
 
-    calls: dict[int, int] = field(default_factory=dict)
+    calls: dict = field(default_factory=dict)
 
     def wants(self, name: str | None) -> bool:
         return name is not None and self.keep is not None and self.keep(name)
@@ -141,6 +147,16 @@ class Recorder:
             return names
         i = self.calls.get(id(module), 0)
         self.calls[id(module)] = i + 1
+        return names[i % len(names)]
+
+    def layer_for(self, module, point: str) -> str | None:
+        """The layer a stream hook of this module is running for (call order if shared)."""
+        key = (id(module), point)
+        names = self.stream_names.get(key)
+        if names is None or isinstance(names, str):
+            return names
+        i = self.calls.get(key, 0)
+        self.calls[key] = i + 1
         return names[i % len(names)]
 
 
@@ -155,6 +171,64 @@ def recording(recorder: Recorder | None) -> Iterator[Recorder | None]:
         yield recorder
     finally:
         _RECORDER.reset(token)
+
+
+# ---- the residual stream around each attention block -------------------------------------
+# Points of one layer, in model order. "in"/"out": the residual stream entering / leaving the
+# layer; "self", "cross", "ffn": a sublayer's output (after W_O, after the feed-forward's W_2),
+# before dropout and the residual add; "<kind>.norm": the output of the norm that belongs to
+# that sublayer (pre-norm: its input; post-norm: the stream after the add);
+# "<kind>.post_norm": a norm applied to the sublayer's output before the add (Gemma 2/3,
+# OLMo 2). Which of these a model has depends on where it puts its norms (norm_placement).
+STREAM_POINTS = ("in", "self.norm", "self", "self.post_norm", "cross.norm", "cross",
+                 "cross.post_norm", "ffn.norm", "ffn", "ffn.post_norm", "out")
+
+
+def note(layer: str, point: str, x: torch.Tensor) -> None:
+    """Keep (a reference to) one stream tensor (B, T, d) when the running call asks for it."""
+    rec = _RECORDER.get()
+    if rec is not None and rec.stream:
+        rec.states.setdefault(layer, {})[point] = x.detach()
+
+
+def install_stream_hooks(points: Sequence[tuple[str, str, torch.nn.Module]]) -> dict:
+    """Forward hooks that call ``note`` for Hugging Face modules: (layer, point, module).
+
+    Installed once, when a model is loaded (before it serves anyone); they keep nothing
+    themselves and do nothing unless the running call's recorder asks for the stream.
+    Returns the recorder's ``stream_names`` map for these modules.
+    """
+    names: dict[tuple[int, str], str | list[str]] = {}
+    for layer, point, module in points:
+        key = (id(module), point)
+        prev = names.get(key)
+        if prev is None:
+            names[key] = layer
+            _hook(module, point)
+        else:  # one module serving several layers (ALBERT): named by call order
+            names[key] = [*([prev] if isinstance(prev, str) else prev), layer]
+    return names
+
+
+def _first(x):
+    return x[0] if isinstance(x, (tuple, list)) else x
+
+
+def _hook(module: torch.nn.Module, point: str) -> None:
+    def keep(layer_module, value):
+        rec = _RECORDER.get()
+        if rec is None or not rec.stream:
+            return
+        layer = rec.layer_for(layer_module, point)
+        if layer is not None and isinstance(value, torch.Tensor):
+            rec.states.setdefault(layer, {})[point] = value.detach()
+
+    if point == "in":
+        def pre(mod, args, kwargs):
+            keep(mod, args[0] if args else kwargs.get("hidden_states"))
+        module.register_forward_pre_hook(pre, with_kwargs=True)
+    else:
+        module.register_forward_hook(lambda mod, args, out: keep(mod, _first(out)))
 
 
 # ---- the attention function ------------------------------------------------------------

@@ -461,6 +461,9 @@ class AttentionTrace:
     # token count of the input it was found on (None: not checked)
     faithfulness: float | None = None
     faithfulness_tokens: int | None = None
+    # Only when the run was asked for capture "stream": {layer ("encoder.0"): {point: tensor
+    # (T, d_model) on the model's device}}, points as in viz_core.capture.STREAM_POINTS.
+    stream: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)
 
     @property
     def blocks(self) -> list[str]:
@@ -501,9 +504,14 @@ class AttentionTrace:
                 continue
             seen.add(id(src.q))
             total += b.device_bytes()
+        for points in self.stream.values():
+            total += sum(x.numel() * x.element_size() for x in points.values()
+                         if x.device.type != "cpu")
         return total
 
     def to_host(self) -> None:
         """Move every captured tensor to host memory (still fully readable, slower)."""
         for b in self.block_traces.values():
             b.to_host()
+        self.stream = {layer: {p: x.cpu() for p, x in points.items()}
+                       for layer, points in self.stream.items()}

@@ -18,11 +18,14 @@ from ..residency import DeviceBudget
 from ..trace import AttentionTrace, BlockTrace, HeadSource, to_numpy
 
 __all__ = ["Backend", "block_filter", "block_layout", "blocks_from_records", "record",
-           "right_pad", "to_numpy"]
+           "right_pad", "stream_from_records", "to_numpy"]
 
 ARCHITECTURES = ("encoder-decoder", "decoder-only", "encoder-only")
 # What a trace can keep besides q and k (always kept: every pattern and score needs them).
 CAPTURE_ALL = ("q", "k", "v", "scores", "pattern", "z")
+# Asked for by name only (not in CAPTURE_ALL): the residual stream and every sublayer's
+# output and norms, [T, d_model] per point and layer (viz_core.capture.STREAM_POINTS).
+STREAM = "stream"
 AUTO_CHECK_TOKENS = 1024  # the automatic faithfulness check reads at most this much input
 
 
@@ -79,6 +82,18 @@ class Backend:
 
     def special_token_mask(self, tokens_ids: list[int]) -> list[bool]:
         """True for ids that are special tokens ([CLS], <bos>, <pad> ...)."""
+        raise NotImplementedError
+
+    @property
+    def norm_placement(self) -> str:
+        """Where the norms sit around each sublayer f: "post" (x = Norm(x + f(x))), "pre"
+        (x = x + f(Norm(x))), "pre+post" (x = x + Norm2(f(Norm1(x)))) or "output"
+        (x = x + Norm(f(x)))."""
+        raise NotImplementedError
+
+    def output_projection(self, block: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(W_O as [d_model, heads * d_v], its bias or None) of one attention block: the
+        block's output is concat(z_1 .. z_h) @ W_O^T + b."""
         raise NotImplementedError
 
     # ---- runs ------------------------------------------------------------------------------
@@ -168,12 +183,15 @@ def block_layout(architecture: str, n_encoder: int, n_decoder: int, source_token
 
 def record(run: Callable[[], Any], *, blocks=None, capture=CAPTURE_ALL,
            ablate: dict[str, list[int]] | None = None, names: dict[int, str] | None = None,
-           reference: str | None = None) -> tuple[Any, Recorder]:
-    """Call ``run()`` with a fresh recorder: (its result, the recorder with the records)."""
+           reference: str | None = None, stream_names: dict | None = None
+           ) -> tuple[Any, Recorder]:
+    """Call ``run()`` with a fresh recorder: (its result, the recorder with the records).
+    The stream points are kept when ``capture`` names STREAM."""
     keep = block_filter(blocks) or (lambda name: True)
     rec = Recorder(keep=keep if capture else None,
                    points=frozenset(p for p in capture or () if p in ("v", "z")),
-                   ablate=dict(ablate or {}), names=names or {}, reference=reference)
+                   ablate=dict(ablate or {}), names=names or {}, reference=reference,
+                   stream=STREAM in (capture or ()), stream_names=stream_names or {})
     with recording(rec):
         out = run()
     return out, rec
@@ -190,6 +208,12 @@ def blocks_from_records(rec: Recorder, layout: list[tuple[str, list[str], list[s
         source = HeadSource.from_record(calls[-1], b)
         out[name] = BlockTrace.lazy(name, source, list(q_tokens), list(k_tokens))
     return out
+
+
+def stream_from_records(rec: Recorder, b: int = 0) -> dict[str, dict[str, torch.Tensor]]:
+    """Batch row b of the recorded stream: {layer: {point: (T, d_model)}}, views."""
+    return {layer: {point: x[b] for point, x in points.items()}
+            for layer, points in rec.states.items()}
 
 
 def right_pad(seqs: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:

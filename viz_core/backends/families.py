@@ -34,6 +34,15 @@ class Family:
     byte_level: bool = False  # byte-level BPE: token strings need decoding for display
     positional_kind: str = "learned"  # learned | sinusoidal | rotary | relative
     token_types: bool = False  # the model takes token_type_ids (BERT's segment embeddings)
+    # Where the norms sit around each sublayer f (attention, feed-forward):
+    # "post": x = Norm(x + f(x)) (the paper, BERT, BART); "pre": x = x + f(Norm(x)) (GPT-2,
+    # T5, Llama); "pre+post": x = x + Norm2(f(Norm1(x))) (Gemma 2/3); "output":
+    # x = x + Norm(f(x)) (OLMo 2).
+    norm_placement: str = "post"
+
+    # Stream points (viz_core.capture.STREAM_POINTS) -> module path inside one layer.
+    STREAM = {"self": "attention.output.dense", "self.norm": "attention.output.LayerNorm",
+              "ffn": "output.dense", "ffn.norm": "output.LayerNorm"}
 
     # where the attention modules are: lists of modules, one per layer
     def encoder_attention(self, model) -> list[torch.nn.Module]:
@@ -53,6 +62,28 @@ class Family:
             out[f"decoder.{i}.self"] = s
             if c is not None:
                 out[f"decoder.{i}.cross"] = c
+        return out
+
+    # where the layers are, and the modules whose outputs are the stream points
+    def layers(self, model) -> list[tuple[str, torch.nn.Module]]:
+        """("encoder.0" / "decoder.0", layer module) in model order."""
+        return [(f"encoder.{i}", m) for i, m in enumerate(model.base_model.encoder.layer)]
+
+    def stream_paths(self, stack: str) -> dict[str, str]:
+        """{stream point: module path inside a layer of this stack ("encoder"/"decoder")}."""
+        return dict(self.STREAM)
+
+    def stream_modules(self, model) -> list[tuple[str, str, torch.nn.Module]]:
+        """(layer, point, module) for every stream point this model has: the layer module
+        itself gives "in" (its input) and "out"; the others give their output."""
+        out = []
+        for layer, module in self.layers(model):
+            out += [(layer, "in", module), (layer, "out", module)]
+            for point, path in self.stream_paths(layer.split(".")[0]).items():
+                try:
+                    out.append((layer, point, module.get_submodule(path)))
+                except AttributeError:  # e.g. an encoder layer has no cross-attention
+                    pass
         return out
 
     def positional_table(self, model, n: int) -> tuple[torch.Tensor | None, str]:
@@ -77,28 +108,49 @@ class RobertaFamily(Family):
 
 
 class DistilBertFamily(Family):
+    STREAM = {"self": "attention.out_lin", "self.norm": "sa_layer_norm", "ffn": "ffn.lin2",
+              "ffn.norm": "output_layer_norm"}
+
     def encoder_attention(self, model):
         return [layer.attention for layer in model.base_model.transformer.layer]
+
+    def layers(self, model):
+        return [(f"encoder.{i}", m) for i, m in enumerate(model.base_model.transformer.layer)]
 
 
 class AlbertFamily(Family):
     """ALBERT shares one layer's weights across all layers: the same attention module is
     called once per layer, so its blocks are named by call order."""
 
-    def encoder_attention(self, model):
+    STREAM = {"self": "attention.dense", "self.norm": "attention.LayerNorm",
+              "ffn": "ffn_output", "ffn.norm": "full_layer_layer_norm"}
+
+    def _albert_layers(self, model) -> list[torch.nn.Module]:
         enc = model.base_model.encoder
         cfg = model.config
         groups = enc.albert_layer_groups
         out = []
         for i in range(cfg.num_hidden_layers):
             group = groups[int(i / (cfg.num_hidden_layers / cfg.num_hidden_groups))]
-            out += [layer.attention for layer in group.albert_layers]
+            out += list(group.albert_layers)
         return out
+
+    def encoder_attention(self, model):
+        return [layer.attention for layer in self._albert_layers(model)]
+
+    def layers(self, model):
+        return [(f"encoder.{i}", m) for i, m in enumerate(self._albert_layers(model))]
 
 
 class GPT2Family(Family):
+    STREAM = {"self.norm": "ln_1", "self": "attn.c_proj", "ffn.norm": "ln_2",
+              "ffn": "mlp.c_proj"}
+
     def decoder_attention(self, model):
         return [(block.attn, None) for block in model.base_model.h]
+
+    def layers(self, model):
+        return [(f"decoder.{i}", m) for i, m in enumerate(model.base_model.h)]
 
     def positional_table(self, model, n):
         return model.base_model.wpe.weight[:n], "learned absolute position embeddings (wpe)"
@@ -108,6 +160,15 @@ class GPT2Family(Family):
 
 
 class BartFamily(Family):
+    STREAM = {"self": "self_attn.out_proj", "self.norm": "self_attn_layer_norm",
+              "cross": "encoder_attn.out_proj", "cross.norm": "encoder_attn_layer_norm",
+              "ffn": "fc2", "ffn.norm": "final_layer_norm"}
+
+    def layers(self, model):
+        base = model.base_model
+        return ([(f"encoder.{i}", m) for i, m in enumerate(base.encoder.layers)]
+                + [(f"decoder.{i}", m) for i, m in enumerate(base.decoder.layers)])
+
     def encoder_attention(self, model):
         return [layer.self_attn for layer in model.base_model.encoder.layers]
 
@@ -130,6 +191,18 @@ class MarianFamily(BartFamily):
 
 
 class T5Family(Family):
+    def layers(self, model):
+        return ([(f"encoder.{i}", m) for i, m in enumerate(model.encoder.block)]
+                + [(f"decoder.{i}", m) for i, m in enumerate(model.decoder.block)])
+
+    def stream_paths(self, stack):
+        ffn = 1 if stack == "encoder" else 2  # the decoder's layer.1 is cross-attention
+        out = {"self.norm": "layer.0.layer_norm", "self": "layer.0.SelfAttention.o",
+               "ffn.norm": f"layer.{ffn}.layer_norm", "ffn": f"layer.{ffn}.DenseReluDense.wo"}
+        if stack == "decoder":
+            out.update({"cross.norm": "layer.1.layer_norm", "cross": "layer.1.EncDecAttention.o"})
+        return out
+
     def encoder_attention(self, model):
         return [block.layer[0].SelfAttention for block in model.encoder.block]
 
@@ -149,8 +222,14 @@ class RotaryDecoderFamily(Family):
     """Llama-style decoders (Llama, Mistral, Qwen, Gemma, Phi-3, OLMo 2): RoPE applied to q
     and k inside every layer, often grouped-query attention, some sliding-window layers."""
 
+    STREAM = {"self.norm": "input_layernorm", "self": "self_attn.o_proj",
+              "ffn.norm": "post_attention_layernorm", "ffn": "mlp.down_proj"}
+
     def decoder_attention(self, model):
         return [(layer.self_attn, None) for layer in model.base_model.layers]
+
+    def layers(self, model):
+        return [(f"decoder.{i}", m) for i, m in enumerate(model.base_model.layers)]
 
     def positional_table(self, model, n):
         cfg = model.config
@@ -169,6 +248,22 @@ class RotaryDecoderFamily(Family):
         return int(model.config.max_position_embeddings)
 
 
+class SandwichFamily(RotaryDecoderFamily):
+    """Gemma 2/3: a norm before and after each sublayer, x = x + Norm2(f(Norm1(x)))."""
+
+    STREAM = {"self.norm": "input_layernorm", "self": "self_attn.o_proj",
+              "self.post_norm": "post_attention_layernorm",
+              "ffn.norm": "pre_feedforward_layernorm", "ffn": "mlp.down_proj",
+              "ffn.post_norm": "post_feedforward_layernorm"}
+
+
+class OutputNormFamily(RotaryDecoderFamily):
+    """OLMo 2: the norm on each sublayer's output, before the add: x = x + Norm(f(x))."""
+
+    STREAM = {"self": "self_attn.o_proj", "self.post_norm": "post_attention_layernorm",
+              "ffn": "mlp.down_proj", "ffn.post_norm": "post_feedforward_layernorm"}
+
+
 def _family(cls, model_type: str, **kw) -> Family:
     return cls(model_type=model_type, **kw)
 
@@ -179,12 +274,14 @@ FAMILIES: dict[str, Family] = {f.model_type: f for f in [
     _family(DistilBertFamily, "distilbert"),
     _family(Family, "electra", token_types=True),
     _family(AlbertFamily, "albert", token_types=True),
-    _family(GPT2Family, "gpt2", architecture="decoder-only", examples=PROMPTS, byte_level=True),
+    _family(GPT2Family, "gpt2", architecture="decoder-only", examples=PROMPTS, byte_level=True,
+            norm_placement="pre"),
     _family(BartFamily, "bart", architecture="encoder-decoder", byte_level=True, examples=(
         "The tower is 324 metres tall, about the same height as an 81-storey building.",
         "My friends are cool but they eat too many carbs.",
         "UN Chief says there is no military solution in Syria.")),
     _family(T5Family, "t5", architecture="encoder-decoder", positional_kind="relative",
+            norm_placement="pre",
             examples=("translate English to German: The house is wonderful.",
                       "translate English to French: The weather is nice today.",
                       "summarize: The tower is 324 metres tall, about the same height as an "
@@ -194,9 +291,13 @@ FAMILIES: dict[str, Family] = {f.model_type: f for f in [
                 "The cat sat on the mat.", "I would like a cup of coffee, please.",
                 "Where is the train station?")),
     *[_family(RotaryDecoderFamily, t, architecture="decoder-only", examples=PROMPTS,
-              positional_kind="rotary")
-      for t in ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text",
-                "phi3", "olmo2")],
+              positional_kind="rotary", norm_placement="pre")
+      for t in ("llama", "mistral", "qwen2", "qwen3", "gemma", "phi3")],
+    *[_family(SandwichFamily, t, architecture="decoder-only", examples=PROMPTS,
+              positional_kind="rotary", norm_placement="pre+post")
+      for t in ("gemma2", "gemma3_text")],
+    _family(OutputNormFamily, "olmo2", architecture="decoder-only", examples=PROMPTS,
+            positional_kind="rotary", norm_placement="output"),
 ]}
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from ..capture import Recorder, recording
+from ..capture import Recorder, install_stream_hooks, recording
 from ..decoding.steppers import HFStepper
 from ..errors import InputError
 from ..trace import AttentionTrace
@@ -27,6 +27,7 @@ from .base import (
     check_ablation,
     record,
     right_pad,
+    stream_from_records,
     to_numpy,
 )
 from .families import Family
@@ -69,6 +70,11 @@ class HFModel(Backend):
                 self.block_names[id(module)] = [*([prev] if isinstance(prev, str) else prev),
                                                 block]
         self._modules = modules  # keeps the ids above valid (static model structure)
+        # stream points (residual stream, sublayer outputs, norms): forward hooks installed
+        # once, here, before the model is shared; they keep nothing themselves
+        points = adapter.stream_modules(hf_model)
+        self._stream_modules = {(layer, point): m for layer, point, m in points}
+        self.stream_names = install_stream_hooks(points)
         self._heads = {block: _heads_of(m, cfg) for block, m in modules.items()}
         self._kv_heads = _kv_heads_of(next(iter(modules.values())), cfg, self._heads)
         self.n_parameters = sum(p.numel() for p in hf_model.parameters())
@@ -102,6 +108,34 @@ class HFModel(Backend):
     def kv_heads(self) -> int:
         return self._kv_heads
 
+    @property
+    def norm_placement(self) -> str:
+        return self.adapter.norm_placement
+
+    def output_projection(self, block: str):
+        stack, layer, kind = block.split(".")
+        m = self._stream_modules.get((f"{stack}.{layer}", kind))
+        if m is None:
+            raise KeyError(f"no output projection known for {block!r}")
+        w = m.weight
+        if type(m).__name__ == "Conv1D":  # GPT-2 stores (in, out): y = x @ W + b
+            w = w.t()
+        return w, getattr(m, "bias", None)  # (d_model, heads * d_v)
+
+    def _ffn_width(self) -> int | None:
+        for (_, point), m in self._stream_modules.items():
+            if point == "ffn":
+                w = m.weight
+                return int(w.shape[0] if type(m).__name__ == "Conv1D" else w.shape[1])
+        return None
+
+    def _norm_name(self) -> str | None:
+        """The class of the model's norms, e.g. "LayerNorm", "LlamaRMSNorm", "T5LayerNorm"."""
+        for (_, point), m in self._stream_modules.items():
+            if point.endswith("norm"):
+                return type(m).__name__
+        return None
+
     def special_token_mask(self, token_ids: list[int]) -> list[bool]:
         special = set(getattr(self.tokenizer, "all_special_ids", []) or [])
         return [int(i) in special for i in token_ids]
@@ -121,7 +155,8 @@ class HFModel(Backend):
                 "decoder_layers": self.n_decoder_layers,
                 "heads": next(iter(self._heads.values()), 0), "kv_heads": self._kv_heads,
                 "d_model": getattr(cfg, "hidden_size", None) or getattr(cfg, "d_model", None),
-                "parameters": self.n_parameters,
+                "parameters": self.n_parameters, "d_ff": self._ffn_width(),
+                "norm_placement": self.norm_placement, "norm": self._norm_name(),
                 "positional": self.adapter.positional_table(self.hf_model, 0)[1],
                 "positional_kind": self.positional_kind, "path": self.path,
                 "dtype": str(self.dtype).removeprefix("torch."), "max_tokens": self.max_tokens}
@@ -336,7 +371,7 @@ class HFModel(Backend):
         position; empty for encoder-only models)."""
         kwargs = self._inputs(encs, decs)
         out, rec = record(lambda: self.hf_model(**kwargs), blocks=blocks, capture=capture,
-                          ablate=spec, names=self.block_names)
+                          ablate=spec, names=self.block_names, stream_names=self.stream_names)
         ids = kwargs["input_ids"]
         predicted = [[] for _ in encs]
         if self.architecture != "encoder-only":
@@ -362,7 +397,7 @@ class HFModel(Backend):
                 source_tokens=src_shown, target_tokens=list(dec_tok),
                 output_tokens=self.shown_tokens(predicted[b]) if predicted[b] else [],
                 positional_kind=self.positional_kind, positional_note=note,
-                model_info=self.info()))
+                model_info=self.info(), stream=stream_from_records(rec, b)))
         return traces, predicted
 
     # ---- faithfulness -------------------------------------------------------------------

@@ -22,6 +22,7 @@ from .base import (
     check_ablation,
     record,
     right_pad,
+    stream_from_records,
 )
 
 
@@ -66,10 +67,21 @@ class NativeModel(Backend):
     def kv_heads(self) -> int:
         return self.cfg.kv_heads
 
+    @property
+    def norm_placement(self) -> str:
+        return "pre" if self.cfg.norm_first else "post"
+
+    def output_projection(self, block: str):
+        stack, layer, kind = block.split(".")
+        layers = self.model.encoder if stack == "encoder" else self.model.decoder
+        attn = layers[int(layer)].cross_attn if kind == "cross" else layers[int(layer)].self_attn
+        return attn.W_O.weight, attn.W_O.bias  # (d_model, heads * d_k), (d_model,)
+
     def info(self) -> dict:
         return {**super().info(), "layers": self.cfg.n_layers, "decoder_layers":
                 self.cfg.n_decoder_layers, "heads": self.cfg.n_heads,
                 "kv_heads": self.cfg.kv_heads, "d_model": self.cfg.d_model,
+                "d_ff": self.cfg.d_ff, "norm_placement": self.norm_placement,
                 "parameters": self._n_params, "positional": self.cfg.positional,
                 "positional_kind": self.positional_kind, "norm": self.cfg.norm,
                 **({"rope_base": float(self.cfg.rope_base)} if self.cfg.positional == "rope"
@@ -192,7 +204,8 @@ class NativeModel(Backend):
             positional=positional, positional_note=note,
             source_tokens=src_tokens, target_tokens=dec_tokens, output_tokens=output_tokens,
             output_text=output_text, positional_kind=self.positional_kind,
-            unknown_words=unknown, warnings=warnings, model_info=self.info())
+            unknown_words=unknown, warnings=warnings, model_info=self.info(),
+            stream=stream_from_records(rec))
         return self._stamp(trace, source, target)
 
     @torch.inference_mode()
@@ -265,7 +278,8 @@ class NativeModel(Backend):
                 positional=positional, positional_note=note,
                 source_tokens=s_tok if cfg.has_encoder else d_tok[1:], target_tokens=d_tok,
                 positional_kind=self.positional_kind, unknown_words=unknown[i],
-                warnings=warnings[i], model_info=self.info()))
+                warnings=warnings[i], model_info=self.info(),
+                stream=stream_from_records(rec, i)))
             self.device_budget.admit(traces[-1])
         return traces
 

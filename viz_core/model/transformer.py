@@ -21,6 +21,7 @@ import math
 import torch
 from torch import nn
 
+from ..capture import note
 from .attention import MultiHeadAttention
 from .config import TransformerConfig
 from .masks import key_padding
@@ -75,13 +76,25 @@ class SublayerConnection(nn.Module):
         self.dropout = nn.Dropout(cfg.dropout)
         self.norm_first = cfg.norm_first
 
-    def forward(self, x: torch.Tensor, sublayer) -> tuple[torch.Tensor, object]:
-        """sublayer(h) returns (output, extra); extra (a kv pair) is passed through."""
+    def forward(self, x: torch.Tensor, sublayer, layer: str = "", kind: str = ""
+                ) -> tuple[torch.Tensor, object]:
+        """sublayer(h) returns (output, extra); extra (a kv pair) is passed through.
+
+        layer ("encoder.0") and kind ("self", "cross", "ffn") name the stream points this
+        sublayer offers a recording call (viz_core.capture.note): its output before dropout
+        and the residual add, and its norm's output.
+        """
         if self.norm_first:
-            out, extra = sublayer(self.norm(x))
+            h = self.norm(x)  # (B, T, d_model)
+            note(layer, f"{kind}.norm", h)
+            out, extra = sublayer(h)
+            note(layer, kind, out)
             return x + self.dropout(out), extra
         out, extra = sublayer(x)
-        return self.norm(x + self.dropout(out)), extra
+        note(layer, kind, out)
+        y = self.norm(x + self.dropout(out))  # (B, T, d_model)
+        note(layer, f"{kind}.norm", y)
+        return y, extra
 
 
 class EncoderLayer(nn.Module):
@@ -92,8 +105,12 @@ class EncoderLayer(nn.Module):
         self.sublayer = nn.ModuleList([SublayerConnection(cfg) for _ in range(2)])
 
     def forward(self, x, key_pad, name):
-        x, _ = self.sublayer[0](x, lambda h: self.self_attn(h, h, key_pad, False, name))
-        x, _ = self.sublayer[1](x, lambda h: (self.feed_forward(h), None))
+        layer = name.rsplit(".", 1)[0]  # "encoder.0.self" -> "encoder.0"
+        note(layer, "in", x)
+        x, _ = self.sublayer[0](x, lambda h: self.self_attn(h, h, key_pad, False, name),
+                                layer, "self")
+        x, _ = self.sublayer[1](x, lambda h: (self.feed_forward(h), None), layer, "ffn")
+        note(layer, "out", x)
         return x
 
 
@@ -108,15 +125,18 @@ class DecoderLayer(nn.Module):
 
     def forward(self, x, memory, self_pad, cross_pad, layer: int, cache: dict | None):
         past = cache.get(layer) if cache is not None else None
+        name = f"decoder.{layer}"
+        note(name, "in", x)
         x, self_kv = self.sublayer[0](x, lambda h: self.self_attn(
-            h, h, self_pad, True, f"decoder.{layer}.self",
-            past_kv=past["self"] if past else None))
+            h, h, self_pad, True, f"{name}.self",
+            past_kv=past["self"] if past else None), name, "self")
         cross_kv = None
         if self.cross_attn is not None:
             x, cross_kv = self.sublayer[1](x, lambda h: self.cross_attn(
-                h, memory, cross_pad, False, f"decoder.{layer}.cross",
-                past_kv=past["cross"] if past else None, static_kv=True))
-        x, _ = self.sublayer[-1](x, lambda h: (self.feed_forward(h), None))
+                h, memory, cross_pad, False, f"{name}.cross",
+                past_kv=past["cross"] if past else None, static_kv=True), name, "cross")
+        x, _ = self.sublayer[-1](x, lambda h: (self.feed_forward(h), None), name, "ffn")
+        note(name, "out", x)
         if cache is not None:
             cache[layer] = {"self": self_kv, "cross": cross_kv}
         return x
