@@ -18,7 +18,8 @@ def test_dates_reference_points_at_the_year_digits():
         assert block.key_tokens[k] == tr.output_text[q]
     reads = reference_alignment("dates", "9 may 2018", tr.output_text, "input")
     assert [q for q, _ in reads] == [q + 1 for q, _ in gold]
-    assert reference_alignment("en-fr", "the cat", "le chat") is None
+    assert reference_alignment("en-fr", "the cat", "le chien") is None  # not its translation
+    assert reference_alignment("lm", "the cat", "le chat") is None  # no reference known
     assert reference_alignment("dates", "no year here", "2018-01-01") is None
 
 

@@ -6,11 +6,21 @@ import streamlit as st
 
 from .charts import chart
 
+TOP_HEADS = 3  # best heads listed over every cross-attention layer
+
 
 def show_alignment(sel, trace, block, head: int, key: str = "alignment") -> None:
-    """The head's heatmap with its argmax source per target (○), the reference alignment
-    (+) and every head's score when the model's task knows one (shipped "dates")."""
-    from viz_core.alignment import fits, head_scores, reference_alignment
+    """The head's heatmap with its argmax source per target (○), and when the model's task
+    knows a reference alignment (shipped "dates" and "en-fr") the reference (+), this
+    head's score against chance and the best heads of every cross-attention layer."""
+    from viz_core.alignment import (
+        DESCRIPTIONS,
+        chance_score,
+        fits,
+        head_scores,
+        reference_alignment,
+    )
+    from viz_core.analysis import alignment_scores
     from viz_core.figures.aggregates import alignment_figure
 
     if block.kind != "decoder.cross":
@@ -23,11 +33,22 @@ def show_alignment(sel, trace, block, head: int, key: str = "alignment") -> None
           key=key, name=f"alignment-{block.name}-h{head}")
     if gold is None:
         st.caption("○ = the source token each target row attends to most. No reference "
-                   "alignment is known for this model and input (the shipped dates model "
-                   "has one: the year digits).")
+                   "alignment is known for this model, input and output. The shipped "
+                   "**dates** model has one (the year digits) and the shipped **en-fr** "
+                   "model has one (each French word's English word) when the output is the "
+                   "toy grammar's translation of the input.")
         return
     scores = head_scores(block.pattern, gold)
     best = max(range(len(scores)), key=scores.__getitem__)
-    st.caption(f"+ = reference (year digits); score = share of reference rows whose argmax "
-               f"is a reference source. This head: {scores[head]:.2f}; best head in this "
-               f"layer: {best} ({scores[best]:.2f}).")
+    chance = chance_score(gold, n_k)
+    what = DESCRIPTIONS.get(sel.model_name, "reference")
+    st.caption(f"+ = reference ({what}); row t is the decoder position that predicts output "
+               f"token t. Score = share of reference rows whose argmax is a reference "
+               f"source; chance = {chance:.2f} (a uniformly random argmax). This head: "
+               f"**{scores[head]:.2f}**; best head in this layer: {best} "
+               f"({scores[best]:.2f}).")
+    cross = trace.layers("decoder.cross")
+    if len(cross) > 1 and all(fits(gold, *b.shape[1:]) for b in cross):
+        top = alignment_scores(trace, gold).head(TOP_HEADS)
+        st.caption("Best heads over all cross-attention layers: " + ", ".join(
+            f"layer {r.layer} head {r.head} ({r.score:.2f})" for r in top.itertuples()))

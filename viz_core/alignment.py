@@ -1,35 +1,76 @@
-"""Cross-attention alignment: a reference alignment where the task knows one (the shipped
-"dates" model: the output's year digits come from where the input writes the year), and
-every head's alignment score against it (analysis.alignment_score: the share of reference
-target tokens whose argmax source token is a reference source token).
+"""Cross-attention alignment: a reference alignment where the task knows one, and every
+head's alignment score against it (analysis.alignment_score: the share of reference target
+tokens whose argmax source token is a reference source token).
+
+References are known for the two shipped encoder-decoder models:
+
+- "dates": the output's year digits come from where the input writes the year;
+- "en-fr": the grammar's word alignment (tasks.en_fr.translate_aligned: each French word
+  and the English word(s) it translates), when the output is the grammar's translation of
+  the input. Punctuation in the input (its own tokens, unknown to the model) is skipped;
+  any other word outside the grammar, or an output the grammar would not give (a mistake
+  of the model), means no reference.
 
 Rows of decoder.cross are the decoder's inputs <bos> y1 .. yn. Output token t is *predicted*
-at row t and *read* at row t + 1; both conventions are offered (see tasks.common).
+at row t and *read* at row t + 1; both conventions are offered (see tasks.common). Keys are
+the source tokens followed by <eos>.
 """
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
-from .analysis import alignment_score
+from .analysis import alignment_score, gold_sets
 
 CONVENTIONS = {"predicting": 0, "input": 1}
+MODELS = ("dates", "en-fr")  # the shipped models with a reference alignment
+DESCRIPTIONS = {"dates": "the year digits", "en-fr": "the grammar's word alignment"}
+_WORD = re.compile(r"\w")
 
 
 def reference_alignment(model_name: str, source: str, output: str,
                         convention: str = "predicting") -> list[tuple[int, int]] | None:
-    """[(query row, key position)] for the shipped "dates" model, else None (unknown)."""
-    if model_name != "dates" or not source.strip() or not output:
+    """[(query row, key position)] for the shipped "dates" and "en-fr" models, else None
+    (no reference known for this model, input and output)."""
+    if model_name not in MODELS or not source.strip() or not output:
         return None
+    pairs = _dates(source, output) if model_name == "dates" else _en_fr(source, output)
+    if not pairs:
+        return None
+    shift = CONVENTIONS[convention]
+    return [(t + shift, s) for t, s in pairs]
+
+
+def _dates(source: str, output: str) -> list[tuple[int, int]] | None:
+    """(output character, input character): dates are character-level models."""
     from .tasks.common import Pair
     from .tasks.dates import year_alignment
 
     try:
-        pairs = year_alignment(Pair(source, output), "all")
+        return year_alignment(Pair(source, output), "all")
     except ValueError:  # no year written in the input
         return None
-    shift = CONVENTIONS[convention]
-    return [(t + shift, s) for t, s in pairs]
+
+
+def _en_fr(source: str, output: str) -> list[tuple[int, int]] | None:
+    """(output token, source token) for the word-level en-fr model, tokenised as its
+    vocabularies do (tokenizer.Vocab: lowercase, words and punctuation apart)."""
+    from .tasks.common import Pair
+    from .tasks.en_fr import word_alignment
+    from .tokenizer import SPECIALS, Vocab
+
+    split = Vocab(list(SPECIALS), "word", lowercase=True).split
+    src, out = split(source), split(output)
+    words = [k for k, tok in enumerate(src) if _WORD.match(tok)]  # punctuation skipped
+    if not words or not all(_WORD.match(tok) for tok in out):
+        return None
+    try:
+        links = word_alignment(Pair(" ".join(src[k] for k in words), " ".join(out)))
+    except ValueError:  # not a sentence of the grammar, or not its translation
+        return None
+    return [(t, words[k]) for t, k in links]
 
 
 def fits(gold, n_queries: int, n_keys: int) -> bool:
@@ -39,3 +80,12 @@ def fits(gold, n_queries: int, n_keys: int) -> bool:
 def head_scores(pattern: np.ndarray, gold) -> list[float]:
     """alignment_score of every head of one block: pattern [head, q, k]."""
     return [alignment_score(pattern[h], gold) for h in range(pattern.shape[0])]
+
+
+def chance_score(gold, n_keys: int) -> float:
+    """Expected alignment_score of a head whose argmax is uniformly random over n_keys keys:
+    the mean over reference rows of (reference sources of the row) / n_keys."""
+    sets = gold_sets(gold)
+    if not sets or n_keys < 1:
+        raise ValueError("need a non-empty reference and at least one key")
+    return float(np.mean([len(ks) / n_keys for ks in sets.values()]))

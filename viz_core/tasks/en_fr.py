@@ -383,30 +383,44 @@ _EN_VERBS = {**{v.en: (v, False) for v in VERBS_TRANSITIVE + VERBS_INTRANSITIVE}
 _EN_DETS = {**{d: d for d in DETERMINERS}, "an": "a", "any": "some"}
 
 
+Links = list[tuple[int, int]]  # (French word index, English word index)
+
+
 def _parse_np(words: list[str], i: int, negated_object: bool) -> tuple[list[str], str, int]:
+    fr, person, i, _ = _parse_np_aligned(words, i, negated_object)
+    return fr, person, i
+
+
+def _parse_np_aligned(words: list[str], i: int, negated_object: bool,
+                      ) -> tuple[list[str], str, int, Links]:
+    """A noun phrase from words[i]: its French words, person, the next index, and links
+    (French index within the phrase, English word index in words)."""
     if i >= len(words) or words[i] not in _EN_DETS:
         raise ValueError(f"expected a determiner at {words[i:]!r}")
-    det = _EN_DETS[words[i]]
+    det, at_det = _EN_DETS[words[i]], i
     i += 1
-    adjs = []
+    adjs = []  # (adjective, English index)
     while i < len(words) and words[i] in _EN_ADJ and words[i] not in _EN_NOUNS:
-        adjs.append(_EN_ADJ[words[i]])
+        adjs.append((_EN_ADJ[words[i]], i))
         i += 1
     if i >= len(words) or words[i] not in _EN_NOUNS:
         raise ValueError(f"expected a noun at {words[i:]!r}")
     noun, plural = _EN_NOUNS[words[i]]
-    pre = [a for a in adjs if a.before]
-    post = [a for a in adjs if not a.before]
+    pre = [(a, k) for a, k in adjs if a.before]
+    post = [(a, k) for a, k in adjs if not a.before]
     fr_det = DETERMINERS[det][2 if plural else (noun.gender == "f")]
     if fr_det is None:
         raise ValueError(f"{words[i - len(adjs) - 1]!r} does not go with {words[i]!r}")
     if negated_object and det in ("a", "some"):
-        fr_det = "de"
+        fr_det = "de"  # "de" stands for the English determiner it replaces (a/an/any)
     elif fr_det == "des" and pre:
-        fr_det = "de"
-    fr = [fr_det, *(a.agree(noun.gender, plural) for a in pre), noun.fr_pl if plural else noun.fr,
-          *(a.agree(noun.gender, plural) for a in post)]
-    return fr, "3p" if plural else "3s", i + 1
+        fr_det = "de"  # ... or "some" before a plural adjective
+    # every French word of the phrase comes with the English word it translates
+    built = [(fr_det, at_det), *((a.agree(noun.gender, plural), k) for a, k in pre),
+             (noun.fr_pl if plural else noun.fr, i),
+             *((a.agree(noun.gender, plural), k) for a, k in post)]
+    fr = [w for w, _ in built]
+    return fr, "3p" if plural else "3s", i + 1, [(j, k) for j, (_, k) in enumerate(built)]
 
 
 def _pronoun(words: list[str], i: int, table) -> tuple[tuple[str, str, str], int] | None:
@@ -420,20 +434,42 @@ def _pronoun(words: list[str], i: int, table) -> tuple[tuple[str, str, str], int
 def translate(english: str) -> str:
     """The French translation the grammar gives an English sentence (ValueError if it is
     not a sentence of the grammar). translate("I see it") == "je le vois"."""
+    return " ".join(translate_aligned(english)[0])
+
+
+def translate_aligned(english: str) -> tuple[list[str], Links]:
+    """translate(), word by word: (French words, links), links being (French word index,
+    English word index) pairs over english.lower().split(), sorted. Every French word has at
+    least one link: what it translates.
+
+    - nouns, adjectives (before or after the noun), determiners and possessives: their
+      English word ("la voiture rouge" <- "the red car": la-the, voiture-car, rouge-red);
+      "de" for the determiner it replaces: "a"/"an"/"any" under negation ("je ne vois pas
+      de chat"), "some" before a plural adjective ("de petits chats");
+    - subject and object pronouns: the English pronoun, also when French moves the object
+      before the verb ("je le vois" <- "I see it": le-it); "vous" links both "you" and "all";
+    - the verb: its English word(s) ("cherche" <- "look for"); under negation also the
+      auxiliary "do"/"does", which is where English marks the person that French marks on
+      the verb's ending ("vois" <- "do", "see");
+    - "ne" and "pas" both link "not".
+    """
     words = english.lower().split()
     if not words:
         raise ValueError("empty sentence")
+    links: Links = []
     if words[0] in _EN_DETS:
-        fr, person, i = _parse_np(words, 0, False)
+        fr, person, i, links = _parse_np_aligned(words, 0, False)
         if i == len(words):
-            return " ".join(fr)
+            return fr, sorted(links)
     else:
         found = _pronoun(words, 0, SUBJECTS)
         if found is None:
             raise ValueError(f"unknown subject {words[0]!r}")
         (_, fr_subject, person), i = found
         fr = [fr_subject]
+        links = [(0, k) for k in range(i)]
     negated = words[i:i + 2] in (["do", "not"], ["does", "not"])
+    at_aux = i
     if negated:
         if (words[i] == "does") != (person == "3s"):
             raise ValueError(f"{words[i]!r} does not agree with the subject")
@@ -447,20 +483,39 @@ def translate(english: str) -> str:
         raise ValueError(f"expected a verb at {words[i:]!r}")
     if not negated and third != (person == "3s") and verb.en != verb.en_3s:
         raise ValueError(f"{key!r} does not agree with the subject")
+    verb_en = list(range(i, i + n)) + ([at_aux] if negated else [])
     i += n
-    fr_verb = verb.conjugate(person)
+    verb_group = [(verb.conjugate(person), verb_en)]  # French words with their English words
     obj: list[str] = []
+    obj_links: Links = []
     if i < len(words):
         if verb not in VERBS_TRANSITIVE:
             raise ValueError(f"{verb.en!r} takes no object")
         found = _pronoun(words, i, OBJECTS) if words[i] in ("me", "you", "him", "her", "it",
                                                             "us", "them") else None
         if found is not None and found[1] == len(words):
-            fr_verb = f"{found[0][1]} {fr_verb}"
+            verb_group.insert(0, (found[0][1], list(range(i, found[1]))))
             i = found[1]
         else:
-            obj, _, i = _parse_np(words, i, negated)
+            obj, _, i, obj_links = _parse_np_aligned(words, i, negated)
         if i != len(words):
             raise ValueError(f"unexpected words at the end: {words[i:]!r}")
-    fr += ["ne", *fr_verb.split(), "pas"] if negated else fr_verb.split()
-    return " ".join(fr + obj)
+    if negated:
+        verb_group = [("ne", [at_aux + 1]), *verb_group, ("pas", [at_aux + 1])]
+    for word, ks in verb_group:
+        links += [(len(fr), k) for k in ks]
+        fr.append(word)
+    links += [(len(fr) + j, k) for j, k in obj_links]
+    return fr + obj, sorted(links)
+
+
+def word_alignment(pair: Pair) -> Links:
+    """(French word index, English word index) links of a pair whose target is the
+    grammar's translation of its source (both split on whitespace, lowercased); ValueError
+    when the source is not a sentence of the grammar or the target is not its translation
+    (a model's mistake), so no reference alignment is known."""
+    fr, links = translate_aligned(pair.source)
+    if pair.target.lower().split() != fr:
+        raise ValueError(f"{pair.target!r} is not the translation of {pair.source!r}: "
+                         f"{' '.join(fr)!r}")
+    return links
