@@ -17,6 +17,8 @@ PAGES = [
     st.Page("pages/attention.py", title="Attention", icon=":material/grid_on:", url_path="attention"),
     st.Page("pages/inside.py", title="Inside a head", icon=":material/calculate:",
             url_path="inside"),
+    st.Page("pages/block.py", title="The whole block", icon=":material/stacks:",
+            url_path="block"),
     st.Page("pages/positional.py", title="Positional encoding", icon=":material/waves:",
             url_path="positional"),
     st.Page("pages/masks.py", title="Masks", icon=":material/visibility_off:", url_path="masks"),

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .capture import STREAM_POINTS
 from .trace import to_numpy
 
 SUBLAYERS = ("self", "cross", "ffn")
@@ -46,6 +47,21 @@ def head_contributions(z, w_o: torch.Tensor) -> torch.Tensor:
     h, tq, dv = z.shape
     w = w_o.detach().float().reshape(w_o.shape[0], h, dv)  # (d_model, H, d_v)
     return torch.einsum("htv,dhv->htd", z, w)
+
+
+def head_share_norms(z, w_o: torch.Tensor) -> np.ndarray:
+    """float32 [H, Tq]: the L2 norm of each head's share z_h W_O[h]^T per query, one head at
+    a time (never the whole (H, Tq, d_model) at once)."""
+    z = torch.as_tensor(z, device=w_o.device).float()
+    h, tq, dv = z.shape
+    w = w_o.detach().float().reshape(w_o.shape[0], h, dv)  # (d_model, H, d_v)
+    return to_numpy(torch.stack([(z[i] @ w[:, i].T).norm(dim=-1) for i in range(h)]))
+
+
+def stream_bytes(n_tokens: int, info: dict) -> int:
+    """About how much a "stream" capture keeps: float per token, d_model, point and layer."""
+    layers = int(info.get("layers") or 0) + int(info.get("decoder_layers") or 0)
+    return 4 * n_tokens * int(info.get("d_model") or 0) * len(STREAM_POINTS) * max(layers, 1)
 
 
 def _mean_norm(x: torch.Tensor | None) -> float | None:

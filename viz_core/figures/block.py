@@ -1,0 +1,69 @@
+"""Figures of the whole block: the residual stream per layer, what each sublayer adds, and
+each head's share of the attention output after W_O."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from ..block import SUBLAYER_LABELS, LayerRow
+from .common import base_layout, f32
+from .heatmap import matrix_heatmap
+
+_COLORS = {"self": "#1f77b4", "cross": "#2ca02c", "ffn": "#ff7f0e"}
+
+
+def residual_figure(rows: Sequence[LayerRow], title: str | None = None) -> go.Figure:
+    """Per layer: bars for what each sublayer adds, lines for the stream in and out
+    (mean per-token L2 norms)."""
+    x = [r.layer for r in rows]
+    fig = go.Figure()
+    kinds = [k for k in SUBLAYER_LABELS if any(k in r.adds for r in rows)]
+    for kind in kinds:
+        y = f32([r.adds.get(kind, np.nan) for r in rows])
+        fig.add_trace(go.Bar(x=x, y=y, name=f"{SUBLAYER_LABELS[kind]} adds",
+                             marker_color=_COLORS[kind],
+                             hovertemplate="%{x}: ‖added‖ = %{y:.3f}<extra></extra>"))
+    fig.add_trace(go.Scatter(x=x, y=f32([r.stream_in for r in rows]), mode="lines+markers",
+                             name="stream entering", line=dict(color="#555555"),
+                             hovertemplate="%{x}: ‖x_in‖ = %{y:.3f}<extra></extra>"))
+    fig.add_trace(go.Scatter(x=x, y=f32([r.stream_out for r in rows]), mode="lines+markers",
+                             name="stream leaving", line=dict(color="#000000", dash="dot"),
+                             hovertemplate="%{x}: ‖x_out‖ = %{y:.3f}<extra></extra>"))
+    fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.25))
+    fig.update_yaxes(title="mean L2 norm per token")
+    return base_layout(fig, title or "Residual stream and what each sublayer adds")
+
+
+def ratio_figure(rows: Sequence[LayerRow], title: str | None = None) -> go.Figure:
+    """Per layer: what each sublayer adds divided by the stream entering the layer."""
+    x = [r.layer for r in rows]
+    fig = go.Figure()
+    for kind in [k for k in SUBLAYER_LABELS if any(k in r.adds for r in rows)]:
+        y = f32([np.nan if r.ratio(kind) is None else r.ratio(kind) for r in rows])
+        fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers", name=SUBLAYER_LABELS[kind],
+                                 line=dict(color=_COLORS[kind]),
+                                 hovertemplate="%{x}: %{y:.3f} × ‖x_in‖<extra></extra>"))
+    fig.update_yaxes(title="‖added‖ / ‖stream entering‖", rangemode="tozero")
+    return base_layout(fig, title or "How much each sublayer changes the stream")
+
+
+def stream_heatmap(norms: np.ndarray, tokens: Sequence[str], stack: str) -> go.Figure:
+    """Each token's stream norm at each layer boundary: rows = embedding, after layer 0, ..."""
+    rows = ["embedding (layer 0 input)"] + [f"after {stack}.{i}"
+                                            for i in range(norms.shape[0] - 1)]
+    return matrix_heatmap(f32(norms), rows, list(tokens), title="Stream norm per token",
+                          value_name="‖x‖", colorscale="Viridis", zmin=None, zmax=None,
+                          x_title="token", y_title="")
+
+
+def head_share_heatmap(shares: np.ndarray, tokens: Sequence[str], head: int,
+                       block_name: str) -> go.Figure:
+    """‖z_h W_O[h]^T‖ per head (rows) and query token (columns)."""
+    rows = [f"head {h}" + (" ◀" if h == head else "") for h in range(shares.shape[0])]
+    return matrix_heatmap(f32(shares), rows, list(tokens),
+                          title=f"{block_name}: each head's share after W_O (L2 norm)",
+                          value_name="‖z_h W_O,h‖", colorscale="Viridis", zmin=0.0, zmax=None,
+                          x_title="query token", y_title="")
