@@ -1,14 +1,23 @@
-"""Inside a head: from q and k to the output, one query token at a time."""
+"""Inside a head: from q and k to the output, one query token at a time; then the same q and
+keys under other scoring functions, and why the Transformer divides by sqrt(d_k)."""
 
 import streamlit as st
 
 from ui import state
 from ui.charts import chart, download
-from ui.controls import pick_head
+from ui.controls import bounded_int, pick_head
+from ui.errors import literal
 from ui.page import selection, show_trace_messages
+from viz_core import scoring
 from viz_core.export import npz_bytes
 from viz_core.figures.common import unique_labels
 from viz_core.figures.inside import block_inside_head, head_internals
+from viz_core.figures.scoring import (
+    draw_weights_figure,
+    logit_variance_figure,
+    saturation_figure,
+    scoring_comparison_figure,
+)
 
 sel = selection()
 st.title("Inside a head")
@@ -73,3 +82,60 @@ steps = head_internals(block.q[head], block.k[head], block.v[head], block.mask, 
 download("These numbers (NPZ)", lambda: npz_bytes(steps), f"{block.name}-h{head}-q{qi}.npz",
          "application/octet-stream", "dl_inside")
 
+
+st.subheader("Scoring functions")
+st.caption("How else could a query rate its keys? The same q and keys, scored three ways: the "
+           "dot product, the scaled dot product of the Transformer, and the additive "
+           "(Bahdanau) scorer of the first attention models; and why the Transformer divides "
+           "by √d_k.")
+state.widget_default("scoring", bool(state.url_int("scoring", 0, 0, 1)))
+st.toggle("Compare scoring functions", key="scoring")
+state.to_url(scoring=1 if st.session_state.scoring else None)
+state.show_notices()
+if st.session_state.scoring:
+    c_dk, c_seed = st.columns([3, 1])
+    own_dk = d_k if d_k in scoring.DK_CHOICES else 64
+    url_dk = state.url_int("dk", own_dk, scoring.DK_CHOICES[0], scoring.DK_CHOICES[-1])
+    if scoring.nearest_choice(url_dk) != url_dk:
+        state.notice(f"'dk={url_dk}' is not a power of two; showing "
+                     f"{scoring.nearest_choice(url_dk)}.")
+    state.widget_default("dk", scoring.nearest_choice(url_dk))
+    st.session_state.dk = scoring.nearest_choice(int(st.session_state.dk))  # powers of two
+    c_dk.select_slider("d_k of the random experiment", scoring.DK_CHOICES, key="dk",
+                       help=f"This head's own d_k is {d_k}.")
+    state.to_url(dk=st.session_state.dk)
+    seed = bounded_int("Seed", "score_seed", 0, 0, 9999, container=c_seed,
+                       help="Draws the additive scorer's weights and the random q and keys.")
+    state.show_notices()
+    dk = int(st.session_state.dk)
+
+    cmp = scoring.compare_scores(block.q[head][qi], block.k[head], block.mask[qi], seed=seed)
+    st.caption(f"Query {literal(labels[qi])}, this head's own q and keys (d_k = {d_k}). The "
+               f"additive row is a **random, untrained additive scorer of width d_a = {cmp.d_a}** "
+               f"(W₁, W₂, v_a drawn from seed {seed}): this model has no such weights, so it "
+               "shows the shape of the function, not a trained choice. Its tanh bounds every "
+               "score; the dot product grows with the length of q and k. Blocked keys get "
+               "weight 0 under every scorer. No position bias or softcap is added here.")
+    if block.scaling is not None and abs(block.scaling * d_k ** 0.5 - 1) > 1e-3:
+        st.caption(f"This model multiplies q·k by {block.scaling:.4g}, not by 1/√d_k = "
+                   f"{d_k ** -0.5:.4g}: the middle row is the textbook scaling; step 5 above "
+                   "shows the model's own.")
+    chart(scoring_comparison_figure(cmp.scores, cmp.weights, block.key_tokens, cmp.blocked),
+          key="scoring_compare", name=f"{block.name}-h{head}-q{qi}-scoring")
+
+    draw = scoring.one_draw(dk, seed=seed)
+    curves = scoring.saturation_curves(seed=seed)
+    i_dk = list(curves.d_ks).index(dk)
+    st.caption(f"Why √d_k: with q and k of independent components of variance 1, q·k is a sum "
+               "of d_k products, so Var(q·k) = d_k. As d_k grows the logits spread by √d_k, "
+               "the softmax puts almost all its weight on the largest one (it saturates) and "
+               "its gradient p_j(1−p_j) vanishes, so the head stops learning. Dividing by √d_k "
+               f"keeps the variance at 1 for any width. At d_k = {dk}, "
+               f"{curves.stats['unscaled']['saturated'][i_dk]:.0%} of unscaled rows put more "
+               f"than {scoring.SATURATED} on one key; scaled: "
+               f"{curves.stats['scaled']['saturated'][i_dk]:.0%}.")
+    chart(draw_weights_figure(draw.weights, dk), key="scoring_draw", name=f"scoring-draw-{dk}")
+    chart(saturation_figure(curves.d_ks, curves.stats, dk, curves.n_keys, curves.draws),
+          key="scoring_saturation", name="scoring-saturation")
+    chart(logit_variance_figure(curves.d_ks, curves.dot_var, dk), key="scoring_variance",
+          name="scoring-variance")
