@@ -193,7 +193,7 @@ def test_every_page_renders_for_real_hf_models(app_url, chromium_browser, which,
     base, _ = app_url
     model = "minilm" if which == "minilm" else str(tiny_models.path("t5"))
     q = urllib.parse.urlencode({"model": model, "text": "The quick brown fox jumps."})
-    pages = PAGES + ["pretraining", "pairs", "relative", "atlas"]
+    pages = PAGES + ["block", "pretraining", "pairs", "relative", "atlas"]
     for name in pages:
         path = "" if name == "home" else name
         page, errors, _ = open_page(chromium_browser, f"{base}/{path}?{q}")
