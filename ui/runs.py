@@ -65,10 +65,14 @@ class TraceRequest:
     blocks: tuple[str, ...] | None = None  # block names or block kinds; None: all blocks
     ablate: Ablation = ()  # heads switched off (see freeze_ablation; a dict is frozen too)
     max_new: int | None = None  # new tokens the model may generate; None: its default
+    permute: tuple[int, ...] | None = None  # a new order of the input's ordinary tokens
+    positions: bool = True  # False: no position information (the order-blindness demo)
 
     def __post_init__(self):  # normalise, so equal choices are one cache entry
         object.__setattr__(self, "target", self.target or None)
         object.__setattr__(self, "pair", self.pair or None)
+        if self.permute is not None:
+            object.__setattr__(self, "permute", tuple(int(i) for i in self.permute))
         if self.capture is not None:
             object.__setattr__(self, "capture", tuple(self.capture))
         if self.blocks is not None:
@@ -93,6 +97,10 @@ class TraceRequest:
             opts["ablate"] = thaw_ablation(self.ablate)
         if self.max_new is not None:
             opts["max_new"] = self.max_new
+        if self.permute is not None:
+            opts["permute"] = list(self.permute)
+        if not self.positions:
+            opts["positions"] = False
         return opts
 
 

@@ -129,6 +129,10 @@ class Recorder:
     # untouched (a Hugging Face model's reference run). See Backend.check_faithfulness.
     reference: str | None = None
     records: dict[str, list[Record]] = field(default_factory=dict)
+    # False: the running call sees no position information (the order-blindness demo): our
+    # models add no positional table and rotate nothing, T5's relative bias is dropped here
+    # (Hugging Face models with absolute positions get all-zero position ids instead).
+    positions: bool = True
     # The residual stream and the sublayer outputs (see ``note``): kept only when True.
     stream: bool = False
     # (id(HF module), point) -> its layer name, or the names of its successive calls
@@ -182,6 +186,12 @@ def recording(recorder: Recorder | None) -> Iterator[Recorder | None]:
 # OLMo 2). Which of these a model has depends on where it puts its norms (norm_placement).
 STREAM_POINTS = ("in", "self.norm", "self", "self.post_norm", "cross.norm", "cross",
                  "cross.post_norm", "ffn.norm", "ffn", "ffn.post_norm", "out")
+
+
+def positions_on() -> bool:
+    """Whether the running call uses positions (see Recorder.positions)."""
+    rec = _RECORDER.get()
+    return rec is None or rec.positions
 
 
 def note(layer: str, point: str, x: torch.Tensor) -> None:
@@ -334,6 +344,8 @@ def hf_attention(module, query, key, value, attention_mask, dropout: float = 0.0
         extra = attention_mask.masked_fill(~allowed, 0)
         if rec is None or rec.reference != "transformers":
             position_bias = extra if position_bias is None else position_bias + extra
+    if rec is not None and not rec.positions:
+        position_bias = None  # T5: its relative bias is its only position information
     if rec is not None and rec.reference == "transformers":
         return _transformers_own(module, query, key, value, attention_mask, dropout, scaling,
                                  is_causal, position_bias, softcap, kwargs, spec)

@@ -464,6 +464,8 @@ class AttentionTrace:
     # Only when the run was asked for capture "stream": {layer ("encoder.0"): {point: tensor
     # (T, d_model) on the model's device}}, points as in viz_core.capture.STREAM_POINTS.
     stream: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)
+    # Only for a run with ``permute``: the original position of each source position.
+    source_order: list[int] | None = None
 
     @property
     def blocks(self) -> list[str]:

@@ -18,7 +18,7 @@ from ..residency import DeviceBudget
 from ..trace import AttentionTrace, BlockTrace, HeadSource, to_numpy
 
 __all__ = ["Backend", "block_filter", "block_layout", "blocks_from_records", "record",
-           "right_pad", "stream_from_records", "to_numpy"]
+           "permuted", "right_pad", "stream_from_records", "to_numpy"]
 
 ARCHITECTURES = ("encoder-decoder", "decoder-only", "encoder-only")
 # What a trace can keep besides q and k (always kept: every pattern and score needs them).
@@ -89,6 +89,11 @@ class Backend:
         """Where the norms sit around each sublayer f: "post" (x = Norm(x + f(x))), "pre"
         (x = x + f(Norm(x))), "pre+post" (x = x + Norm2(f(Norm1(x)))) or "output"
         (x = x + Norm(f(x)))."""
+        raise NotImplementedError
+
+    def count_tokens(self, text: str) -> int:
+        """How many ordinary (non-special) tokens the input has after any cut: the length
+        of a ``permute`` order for trace()."""
         raise NotImplementedError
 
     def output_projection(self, block: str) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -183,15 +188,16 @@ def block_layout(architecture: str, n_encoder: int, n_decoder: int, source_token
 
 def record(run: Callable[[], Any], *, blocks=None, capture=CAPTURE_ALL,
            ablate: dict[str, list[int]] | None = None, names: dict[int, str] | None = None,
-           reference: str | None = None, stream_names: dict | None = None
-           ) -> tuple[Any, Recorder]:
+           reference: str | None = None, stream_names: dict | None = None,
+           positions: bool = True) -> tuple[Any, Recorder]:
     """Call ``run()`` with a fresh recorder: (its result, the recorder with the records).
     The stream points are kept when ``capture`` names STREAM."""
     keep = block_filter(blocks) or (lambda name: True)
     rec = Recorder(keep=keep if capture else None,
                    points=frozenset(p for p in capture or () if p in ("v", "z")),
                    ablate=dict(ablate or {}), names=names or {}, reference=reference,
-                   stream=STREAM in (capture or ()), stream_names=stream_names or {})
+                   stream=STREAM in (capture or ()), stream_names=stream_names or {},
+                   positions=positions)
     with recording(rec):
         out = run()
     return out, rec
@@ -208,6 +214,27 @@ def blocks_from_records(rec: Recorder, layout: list[tuple[str, list[str], list[s
         source = HeadSource.from_record(calls[-1], b)
         out[name] = BlockTrace.lazy(name, source, list(q_tokens), list(k_tokens))
     return out
+
+
+def permuted(ids: list, order, special: list | None = None) -> tuple[list, list[int]]:
+    """Reorder the ordinary (non-special) tokens of ``ids`` by ``order``, a permutation of
+    0..n-1 over them; specials stay where they are. Returns (new ids, source position of
+    each new position), for the order-blindness demo."""
+    from ..errors import InputError
+
+    special = special or [False] * len(ids)
+    slots = [i for i, s in enumerate(special) if not s]
+    try:
+        order = [int(o) for o in order]
+    except (TypeError, ValueError):
+        raise InputError("The token order must be whole numbers.") from None
+    if sorted(order) != list(range(len(slots))):
+        raise InputError(f"The token order must be a permutation of 0..{len(slots) - 1} "
+                         f"(this input has {len(slots)} ordinary tokens).")
+    where = list(range(len(ids)))
+    for slot, o in zip(slots, order):
+        where[slot] = slots[o]
+    return [ids[w] for w in where], where
 
 
 def stream_from_records(rec: Recorder, b: int = 0) -> dict[str, dict[str, torch.Tensor]]:

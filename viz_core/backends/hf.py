@@ -25,6 +25,7 @@ from .base import (
     block_layout,
     blocks_from_records,
     check_ablation,
+    permuted,
     record,
     right_pad,
     stream_from_records,
@@ -111,6 +112,11 @@ class HFModel(Backend):
     @property
     def norm_placement(self) -> str:
         return self.adapter.norm_placement
+
+    def count_tokens(self, text: str) -> int:
+        enc = self.encode_text(text, "input", self.max_tokens, [])
+        special = enc.get("special") or [0] * len(enc["input_ids"])
+        return sum(1 for s in special if not s)
 
     def output_projection(self, block: str):
         stack, layer, kind = block.split(".")
@@ -208,13 +214,15 @@ class HFModel(Backend):
         return display_tokens(self.tokenizer, [int(i) for i in ids], self.byte_level)
 
     # ---- decoding -----------------------------------------------------------------------
-    def _generate(self, ids: list[int], budget: int, ablate=None) -> list[int]:
+    def _generate(self, ids: list[int], budget: int, ablate=None, positions: bool = True
+                  ) -> list[int]:
         """The model's own greedy output (num_beams=1, no sampling) as a list of ids."""
         x = torch.tensor([ids], device=self.device)
         kwargs = {"max_new_tokens": budget, "do_sample": False, "num_beams": 1}
         if self.hf_model.generation_config.pad_token_id is None:
             kwargs["pad_token_id"] = self.pad_id
-        with recording(Recorder(ablate=ablate or {}, names=self.block_names)):
+        with recording(Recorder(ablate=ablate or {}, names=self.block_names,
+                                positions=positions)):
             seq = self.hf_model.generate(input_ids=x, attention_mask=torch.ones_like(x),
                                          **kwargs)
         return [int(t) for t in seq[0]]
@@ -249,28 +257,50 @@ class HFModel(Backend):
     @torch.inference_mode()
     def trace(self, source: str, target: str | None = None, *, pair: str | None = None,
               capture=CAPTURE_ALL, blocks=None, ablate: dict | None = None,
-              max_new: int | None = None) -> AttentionTrace:
+              max_new: int | None = None, permute=None, positions: bool = True
+              ) -> AttentionTrace:
         """Run the model once and return a fresh, lazy AttentionTrace.
 
         pair: second sentence for encoder-only models (segment ids, one sequence with [SEP]);
         capture: what to keep besides q and k ("v", "z"; patterns and scores need only q, k);
         blocks: predicate or list of block names/kinds (None = all);
         ablate: {"encoder.0.self": [heads]} heads whose output is zeroed in this call;
-        max_new: greedy tokens to generate when there is no target.
+        max_new: greedy tokens to generate when there is no target;
+        permute: a new order of the input's (prompt's) ordinary tokens, a permutation of
+        0..n-1; special tokens stay in place (``trace.source_order`` maps positions back);
+        positions: False runs with no position information: all-zero position ids (every
+        token gets the same position vector or rotation) or, for T5, no relative bias.
         """
         arch = self.architecture
         if pair is not None and arch != "encoder-only":
             raise InputError("A second sentence (pair) only applies to encoder-only models.")
+        if permute is not None and pair is not None:
+            raise InputError("Reordering tokens applies to a single sentence, not a pair.")
+        mode = "on" if positions else self._positions_off_mode()
+        if mode == "position_ids" and arch != "encoder-only" and not (
+                (target is not None and target.strip()) or max_new == 0):
+            raise InputError("With positions switched off this model is traced on its input "
+                             "alone: give a target or generate no new tokens (max_new=0).")
         warnings: list[str] = []
         spec = check_ablation(ablate, self._heads)
         room = self.max_tokens
         forced = target is not None and bool(target.strip())
         decs = source_ids = None
+        order = None
+
+        def reorder(enc):
+            nonlocal order
+            if permute is None:
+                return enc
+            special = enc.get("special") or [False] * len(enc["input_ids"])
+            ids, order = permuted(enc["input_ids"], permute, [bool(x) for x in special])
+            return {**enc, "input_ids": ids}
+
         if arch == "encoder-only":
-            encs = [self.encode_text(source, "input", room, warnings, pair=pair)]
+            encs = [reorder(self.encode_text(source, "input", room, warnings, pair=pair))]
             src_words = [source, pair or ""]
         elif arch == "decoder-only":
-            prompt = self.encode_text(source, "prompt", room, warnings)["input_ids"]
+            prompt = reorder(self.encode_text(source, "prompt", room, warnings))["input_ids"]
             if forced:
                 t = self.encode_text(target, "target", max(room - len(prompt), 1), warnings,
                                      special=False)["input_ids"]
@@ -284,7 +314,7 @@ class HFModel(Backend):
             source_ids = [prompt]
             src_words = [source, target or ""]
         else:
-            enc = self.encode_text(source, "input", room, warnings)
+            enc = reorder(self.encode_text(source, "input", room, warnings))
             start = int(self.hf_model.config.decoder_start_token_id)
             dec_room = self.adapter.max_positions(self.hf_model) or room
             if forced:
@@ -296,11 +326,15 @@ class HFModel(Backend):
                 budget = dec_room - 1
                 budget = min(budget, 2 * len(enc["input_ids"]) + 10 if max_new is None
                              else int(max_new))
-                dec = self._cut_at_eos(self._generate(enc["input_ids"], max(budget, 1), spec), 1)
+                dec = self._cut_at_eos(self._generate(enc["input_ids"], max(budget, 1), spec,
+                                                      positions), 1)
             encs, decs = [enc], [dec]
             src_words = [source, target or ""]
-        traces, predicted = self._run(encs, decs, capture, blocks, spec, source_ids)
+        traces, predicted = self._run(encs, decs, capture, blocks, spec, source_ids, mode)
         trace, predicted = traces[0], predicted[0]
+        if order is not None:
+            n = len(trace.target_tokens) if arch == "decoder-only" else len(trace.source_tokens)
+            trace.source_order = order + list(range(len(order), n))
         trace.warnings = warnings
         trace.unknown_words = self._unknown([w for w in src_words if w])
         if arch == "decoder-only":
@@ -352,10 +386,26 @@ class HFModel(Backend):
             self.device_budget.admit(tr)
         return traces
 
+    def _positions_off_mode(self) -> str:
+        """How this model runs with positions off: "position_ids" (all zero: the same
+        position vector, or no rotation, for every token), "bias" (T5: the recorder drops
+        the relative bias); an InputError where neither applies."""
+        import inspect
+
+        if self.positional_kind == "relative":
+            return "bias"
+        if "position_ids" in inspect.signature(self.hf_model.forward).parameters:
+            return "position_ids"
+        raise InputError(f"Positions cannot be switched off for {self.family} models here: "
+                         "their forward pass takes no position ids.")
+
     # ---- one padded forward pass -> traces ----------------------------------------------
-    def _inputs(self, encs: list[dict], decs: list[list[int]] | None) -> dict:
+    def _inputs(self, encs: list[dict], decs: list[list[int]] | None,
+                mode: str = "on") -> dict:
         ids, att = right_pad([e["input_ids"] for e in encs], self.pad_id, self.device)
         kwargs = {"input_ids": ids, "attention_mask": att}
+        if mode == "position_ids":
+            kwargs["position_ids"] = torch.zeros_like(ids)
         types = [e.get("token_type_ids") for e in encs]
         if all(t is not None for t in types) and self.adapter.token_types:
             kwargs["token_type_ids"] = right_pad(types, 0, self.device)[0]
@@ -365,13 +415,14 @@ class HFModel(Backend):
         return kwargs
 
     def _run(self, encs: list[dict], decs: list[list[int]] | None, capture, blocks, spec,
-             source_ids: list[list[int]] | None = None
+             source_ids: list[list[int]] | None = None, mode: str = "on"
              ) -> tuple[list[AttentionTrace], list[list[int]]]:
         """One forward pass, recorded: (a lazy trace per row, its argmax prediction per
-        position; empty for encoder-only models)."""
-        kwargs = self._inputs(encs, decs)
+        position; empty for encoder-only models). mode: positions "on" or how they are off."""
+        kwargs = self._inputs(encs, decs, mode)
         out, rec = record(lambda: self.hf_model(**kwargs), blocks=blocks, capture=capture,
-                          ablate=spec, names=self.block_names, stream_names=self.stream_names)
+                          ablate=spec, names=self.block_names, stream_names=self.stream_names,
+                          positions=mode == "on")
         ids = kwargs["input_ids"]
         predicted = [[] for _ in encs]
         if self.architecture != "encoder-only":

@@ -20,6 +20,7 @@ from .base import (
     block_layout,
     blocks_from_records,
     check_ablation,
+    permuted,
     record,
     right_pad,
     stream_from_records,
@@ -70,6 +71,11 @@ class NativeModel(Backend):
     @property
     def norm_placement(self) -> str:
         return "pre" if self.cfg.norm_first else "post"
+
+    def count_tokens(self, text: str) -> int:
+        vocab = self.src_vocab if self.cfg.has_encoder else self.tgt_vocab
+        ids, _, _ = self.encode_text(vocab, text, self.cfg.max_len - 1, [], "input")
+        return len(ids)
 
     def output_projection(self, block: str):
         stack, layer, kind = block.split(".")
@@ -131,33 +137,54 @@ class NativeModel(Backend):
     # ---- trace --------------------------------------------------------------------------
     @torch.inference_mode()
     def trace(self, source: str, target: str | None = None, *, capture=CAPTURE_ALL,
-              blocks=None, ablate: dict | None = None, max_new: int | None = None
-              ) -> AttentionTrace:
+              blocks=None, ablate: dict | None = None, max_new: int | None = None,
+              permute=None, positions: bool = True) -> AttentionTrace:
         """Run the model once and return a fresh, lazy AttentionTrace.
 
-        capture: what to keep besides q and k ("v", "z"; patterns and scores need only q, k);
+        capture: what to keep besides q and k ("v", "z", "stream"; patterns and scores need
+        only q, k);
         blocks: predicate or list of block names/kinds to capture (None = all);
         ablate: {"encoder.0.self": [heads]} heads whose output is zeroed in this call;
-        max_new: greedy tokens to generate when there is no target.
+        max_new: greedy tokens to generate when there is no target;
+        permute: a new order of the input's (or prompt's) tokens, a permutation of 0..n-1
+        (``trace.source_order`` then maps each position to its original one);
+        positions: False runs the model with no position information (no table, no
+        rotation), generation included.
         """
         cfg, warnings = self.cfg, []
         spec = check_ablation(ablate, self._heads)
         src, src_tokens, unknown = None, [], []
+        order = None
+
+        def reorder(ids, shown):
+            nonlocal order
+            if permute is None:
+                return ids, shown
+            new, order = permuted(list(range(len(ids))), permute)
+            return [ids[i] for i in new], [shown[i] for i in new]
+
         if cfg.has_encoder:
             ids, src_tokens, unknown = self.encode_text(self.src_vocab, source,
                                                         cfg.max_len - 1, warnings, "input")
+            ids, src_tokens = reorder(ids, src_tokens)
             src_tokens = src_tokens + [EOS]
             src = self._tensor(ids + [cfg.eos_id])
+            if order is not None:
+                order = order + [len(order)]  # </s> stays last
         if not cfg.has_decoder:
             _, rec = record(lambda: self.model.encode(src), blocks=blocks, capture=capture,
-                            ablate=spec)
-            return self._finish(rec, src_tokens, [], [], "", unknown, warnings, source, target)
+                            ablate=spec, positions=positions)
+            return self._finish(rec, src_tokens, [], [], "", unknown, warnings, source, target,
+                                order)
 
         # decoder input: <bos> + (prompt) + target-or-greedy-output
         prefix = [cfg.bos_id]
         if cfg.kind == "decoder-only":
             ids, src_tokens, unknown = self.encode_text(self.tgt_vocab, source,
                                                         cfg.max_len - 1, warnings, "prompt")
+            ids, src_tokens = reorder(ids, src_tokens)
+            if order is not None:
+                order = [0] + [1 + o for o in order]  # <bos> stays first
             prefix += ids
         room = cfg.max_len - len(prefix)
         if target is not None and target.strip():
@@ -170,8 +197,8 @@ class NativeModel(Backend):
             if cfg.kind == "encoder-decoder" and max_new is None:
                 budget = min(room, 2 * src.shape[1] + 10)
             generated = []
-            if budget > 0:
-                with recording(Recorder(ablate=spec or {})):  # ablation applies here too
+            if budget > 0:  # ablation and positions apply here too
+                with recording(Recorder(ablate=spec or {}, positions=positions)):
                     generated = greedy_batch(self.model, None if src is None else
                                              [src[0].tolist()], [prefix], budget)[0]
             forced = False
@@ -183,18 +210,21 @@ class NativeModel(Backend):
             memory = self.model.encode(src) if src is not None else None
             return self.model.decode(self._tensor(dec_in), memory, src)
 
-        logits, rec = record(run, blocks=blocks, capture=capture, ablate=spec)
+        logits, rec = record(run, blocks=blocks, capture=capture, ablate=spec,
+                             positions=positions)
         predicted = logits[0].argmax(-1).tolist()
+        if order is not None and cfg.kind == "decoder-only":
+            order = order + list(range(len(order), len(dec_in)))  # generated: unmoved
         out_ids = generated if not forced else predicted
         output_tokens = self._shown(self.tgt_vocab, predicted)
         output_text = self.tgt_vocab.decode(out_ids)
         if cfg.kind == "decoder-only" and not forced:
             output_text = self.tgt_vocab.decode(generated)
         return self._finish(rec, src_tokens, dec_tokens, output_tokens, output_text, unknown,
-                            warnings, source, target)
+                            warnings, source, target, order)
 
     def _finish(self, rec, src_tokens, dec_tokens, output_tokens, output_text, unknown,
-                warnings, source, target) -> AttentionTrace:
+                warnings, source, target, order=None) -> AttentionTrace:
         cfg = self.cfg
         layout = block_layout(self.architecture, cfg.n_layers, cfg.n_decoder_layers,
                               src_tokens, dec_tokens)
@@ -205,7 +235,7 @@ class NativeModel(Backend):
             source_tokens=src_tokens, target_tokens=dec_tokens, output_tokens=output_tokens,
             output_text=output_text, positional_kind=self.positional_kind,
             unknown_words=unknown, warnings=warnings, model_info=self.info(),
-            stream=stream_from_records(rec))
+            stream=stream_from_records(rec), source_order=order)
         return self._stamp(trace, source, target)
 
     @torch.inference_mode()

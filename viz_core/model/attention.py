@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..capture import MaskSpec, attend
+from ..capture import MaskSpec, attend, positions_on
 from .positional import apply_rope
 
 
@@ -67,7 +67,7 @@ class MultiHeadAttention(nn.Module):
         else:
             k = self.split_heads(self.W_K(x_kv), self.n_kv_heads)  # (B, Hkv, Tk_new, d_k)
             v = self.split_heads(self.W_V(x_kv), self.n_kv_heads)
-            if self.rope_base is not None:  # self-attention only: q and k share positions
+            if self.rope_base is not None and positions_on():  # self-attention only
                 # new queries and keys sit after the cached ones: positions start there
                 start = 0 if past_kv is None else past_kv[0].shape[2]
                 q = apply_rope(q, torch.arange(start, start + Tq, device=q.device),

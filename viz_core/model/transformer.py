@@ -21,7 +21,7 @@ import math
 import torch
 from torch import nn
 
-from ..capture import note
+from ..capture import note, positions_on
 from .attention import MultiHeadAttention
 from .config import TransformerConfig
 from .masks import key_padding
@@ -197,7 +197,7 @@ class Transformer(nn.Module):
             raise ValueError(f"sequence of {start + ids.shape[1]} positions exceeds max_len "
                              f"{self.cfg.max_len}")
         x = table(ids) * math.sqrt(self.cfg.d_model)  # (B, T, d)
-        if self.positions is not None:  # RoPE adds nothing here
+        if self.positions is not None and positions_on():  # RoPE adds nothing here
             pos = torch.arange(start, start + ids.shape[1], device=ids.device)
             x = x + self.positions(pos)
         return self.embed_dropout(x)
