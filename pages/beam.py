@@ -64,7 +64,8 @@ st.caption("● kept in the beam · ✕ pruned · ★ finished (EOS or max lengt
            "the n-best paths.")
 
 st.subheader("n-best")
-table = pd.DataFrame(show_nbest_bleu(tree, sel.target))
+table = pd.DataFrame(show_nbest_bleu(
+    tree, sel.target, scorable=sel.model.architecture == "encoder-decoder"))
 
 node_id = selected_node(event.selection) if event else None
 st.subheader("What the model looked at")

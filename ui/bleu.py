@@ -7,9 +7,11 @@ import streamlit as st
 from .charts import chart
 
 
-def show_nbest_bleu(tree, reference: str | None, key: str = "nbest_bleu") -> list[dict]:
+def show_nbest_bleu(tree, reference: str | None, key: str = "nbest_bleu",
+                    scorable: bool = True) -> list[dict]:
     """Table of the n-best with BLEU, p1..p4, BP and per-token log-probs, the definition,
-    and a chart of the log-probs. Returns the rows (for a CSV download)."""
+    and a chart of the log-probs. Returns the rows (for a CSV download). scorable=False: the
+    model takes no target (decoder-only), so the caption says BLEU does not apply."""
     from viz_core.bleu import DEFINITION, nbest_bleu_rows
     from viz_core.figures.bleu import token_logprob_figure
 
@@ -17,6 +19,9 @@ def show_nbest_bleu(tree, reference: str | None, key: str = "nbest_bleu") -> lis
     st.dataframe(rows, hide_index=True, width="stretch", key=key)
     if reference and reference.strip():
         st.caption(DEFINITION)
+    elif not scorable:
+        st.caption("Sentence BLEU scores a translation against a reference: it applies to "
+                   "encoder-decoder models, whose sidebar has a target box.")
     else:
         st.caption("Type a target in the sidebar to score every hypothesis with sentence "
                    "BLEU against it.")

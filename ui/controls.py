@@ -68,7 +68,8 @@ def bounded_float(label: str, key: str, default: float, lo: float, hi: float, st
         try:
             value = float(raw)
         except ValueError:
-            state.notice(f"'{key}={raw[:40]}' in the address is not a number; using {default}.")
+            state.notice(f"'{key}={state.as_typed(raw)}' in the address is not a number; "
+                         f"using {default}.")
         if not lo <= value <= hi:
             state.notice(f"'{key}={value}' is out of range ({lo}–{hi}); clamped.")
             value = max(lo, min(hi, value))

@@ -121,7 +121,8 @@ def sidebar() -> Selection:
     picked = url_model if url_model in choices else (CUSTOM if CUSTOM in options
                                                        else options[0])
     if url_model and url_model not in choices and CUSTOM not in options:
-        state.notice(f"This deployment does not allow the model {url_model[:80]!r}; "
+        state.notice(f"This deployment does not allow the model "
+                     f"'{state.as_typed(url_model, 80)}'; "
                      f"showing {options[0]}.")
     state.widget_default("model_pick", picked)
     custom = state.widget_default("model_custom", "" if url_model in choices else url_model,

@@ -7,6 +7,13 @@ import streamlit as st
 MAX_TEXT_CHARS = 20_000
 
 
+def as_typed(raw: str, limit: int = 40) -> str:
+    """A URL value quoted in a notice (rendered as Markdown): cut, and shown as typed."""
+    from .errors import literal
+
+    return literal(raw[:limit])
+
+
 def notice(message: str) -> None:
     """Collect a notice about a clamped/ignored URL value; shown once by show_notices()."""
     st.session_state.setdefault("_notices", []).append(message)
@@ -58,7 +65,7 @@ def url_int(key: str, default: int, lo: int, hi: int) -> int:
     try:
         value = int(raw)
     except ValueError:
-        notice(f"'{key}={raw[:40]}' in the address is not a number; using {default}.")
+        notice(f"'{key}={as_typed(raw)}' in the address is not a number; using {default}.")
         return max(lo, min(hi, default))
     if not lo <= value <= hi:
         clamped = max(lo, min(hi, value))
@@ -72,7 +79,8 @@ def url_choice(key: str, options: list[str], default: str) -> str:
     if raw is None:
         return default
     if raw not in options:
-        notice(f"'{key}={raw[:40]}' in the address is not one of {options}; using {default}.")
+        notice(f"'{key}={as_typed(raw)}' in the address is not one of {options}; "
+               f"using {default}.")
         return default
     return raw
 

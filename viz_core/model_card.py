@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 LABELS = {
     "name": "Name", "kind": "Kind", "family": "Family", "device": "Device",
-    "layers": "Encoder layers (or layers)", "decoder_layers": "Decoder layers",
+    "layers": "Layers", "decoder_layers": "Decoder layers",
     "heads": "Heads per layer", "kv_heads": "Key/value heads", "d_model": "Width d_model",
     "parameters": "Parameters", "positional": "Positions", "scores": "Pre-softmax scores",
     "path": "Loaded from", "max_tokens": "Longest input (tokens)",
@@ -16,26 +14,42 @@ KIND_WORDS = {"encoder-decoder": "encoder–decoder (translation-style)",
               "decoder-only": "decoder only (GPT-style)"}
 
 
-def readable(key: str, value) -> str:
-    """One value as text a person reads: 22,713,216; yes/no; lists joined; dicts as JSON."""
+def readable(key: str, value, nested: bool = False) -> str:
+    """One value as text a person reads: 22,713,216; yes/no; lists joined; dicts as
+    "key: value" pairs (numbers inside them with thousands separators), never JSON."""
     if isinstance(value, bool):
         return "yes" if value else "no"
-    if isinstance(value, int) and key in ("parameters", "max_tokens"):
+    if isinstance(value, int) and (nested or key in ("parameters", "max_tokens")):
         return f"{value:,}"
     if key == "kind" and value in KIND_WORDS:
         return KIND_WORDS[value]
     if isinstance(value, (list, tuple)):
         return ", ".join(str(v) for v in value)
     if isinstance(value, dict):
-        return json.dumps(value, ensure_ascii=False, default=str)
+        return ", ".join(f"{str(k).replace('_', ' ')}: {readable(str(k), v, nested=True)}"
+                         for k, v in value.items()) or "—"
     return "—" if value is None or value == "" else str(value)
+
+
+def _depth(info: dict) -> dict:
+    """info() with its layer counts as one stack has them: backends differ for one-stack
+    models (a native decoder-only model says layers 0, decoder_layers N; a Hugging Face
+    one says N and N), so encoder-only and decoder-only models get one "Layers" row."""
+    kind = info.get("kind")
+    if kind not in ("encoder-only", "decoder-only") or "layers" not in info:
+        return info
+    n = (info.get("decoder_layers") if kind == "decoder-only" else None) or info["layers"]
+    return {**{k: v for k, v in info.items() if k != "decoder_layers"}, "layers": n}
 
 
 def model_card_rows(info: dict, card: dict | None = None) -> list[dict[str, str]]:
     """[{"field", "value"}]: info() first in a fixed order, then card fields (no examples
     or description, which the page shows elsewhere). Values are plain text."""
-    rows = [{"field": LABELS.get(k, k.replace("_", " ").capitalize()), "value": readable(k, v)}
-            for k, v in sorted(info.items(), key=lambda kv: (list(LABELS).index(kv[0])
+    shown = _depth(info)
+    labels = {**LABELS, "layers": "Encoder layers" if info.get("kind") == "encoder-decoder"
+              else "Layers"}
+    rows = [{"field": labels.get(k, k.replace("_", " ").capitalize()), "value": readable(k, v)}
+            for k, v in sorted(shown.items(), key=lambda kv: (list(LABELS).index(kv[0])
                                                              if kv[0] in LABELS else 99))]
     for k, v in (card or {}).items():
         if k in ("description", "examples", "name") or k in info:
