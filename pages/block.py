@@ -45,7 +45,7 @@ kind, layer, head, block = pick_head(trace)
 st.subheader("From heads to the block's output")
 steps = vb.shape_steps(block, info, trace)
 st.dataframe(pd.DataFrame(steps, columns=["step", "what happens", "shape [B, …]"]),
-             hide_index=True, width="stretch")
+             hide_index=True, width="stretch", height=35 * (len(steps) + 1) + 3)
 stack, layer_no, sub = block.name.split(".")
 points = trace.stream.get(f"{stack}.{layer_no}", {})
 try:
