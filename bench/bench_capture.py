@@ -119,6 +119,11 @@ def hf_rows(n: int, repeat: int, device, shape=(384, 6, 12), label="MiniLM-shape
     ids = torch.randint(5, 1000, (1, n), device=device)
     names = {id(layer.attention.self): f"encoder.{i}.self"
              for i, layer in enumerate(ours.encoder.layer)}
+    # the stream hooks every loaded model has (idle unless a call asks for the stream)
+    from viz_core.backends.families import FAMILIES
+    from viz_core.capture import install_stream_hooks
+
+    stream_names = install_stream_hooks(FAMILIES["bert"].stream_modules(ours))
     toks = [str(i) for i in range(n)]
     layout = block_layout("encoder-only", layers, 0, toks, toks)
 
@@ -130,6 +135,12 @@ def hf_rows(n: int, repeat: int, device, shape=(384, 6, 12), label="MiniLM-shape
     def forward():
         with torch.inference_mode():
             return sdpa(input_ids=ids).last_hidden_state
+
+    def whole_block():  # what the whole-block page asks for
+        with torch.inference_mode():
+            _, rec = record(lambda: ours(input_ids=ids), names=names, capture=("z", "stream"),
+                            stream_names=stream_names)
+            return rec
 
     def eager_all():
         with torch.inference_mode():
@@ -154,6 +165,10 @@ def hf_rows(n: int, repeat: int, device, shape=(384, 6, 12), label="MiniLM-shape
     rows.append(ratio_row(f"{label} trace, {n} tokens", t_ours, t_peer,
                           "same weights, transformers SDPA, no attention out", device,
                           target=target, n_tokens=n, same_output=same))
+    if n <= 2048:
+        t_block, t_plain = paired(whole_block, trace, repeat, device)
+        rows.append(ratio_row(f"{label} trace + z + residual stream, {n} tokens", t_block,
+                              t_plain, "our plain trace (q, k)", device, n_tokens=n))
     if n <= 8192 or device.type != "cpu":
         t_view, t_eager = paired(trace_and_view, eager_all, max(1, repeat // 2), device)
         rows.append(ratio_row(f"{label} trace + grid + one head, {n} tokens", t_view, t_eager,
