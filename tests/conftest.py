@@ -69,3 +69,13 @@ def chromium_browser():
         b = launch_chromium(pw)
         yield b
         b.close()
+
+
+@pytest.fixture(autouse=True)
+def _no_policy_leaks():
+    """The app's sidebar sets the process's default deployment policy from the environment;
+    a test that changes the environment must not leave its policy to the tests after it."""
+    yield
+    from viz_core.policy import set_default_policy
+
+    set_default_policy(None)

@@ -120,7 +120,8 @@ def test_relative_page_on_a_tiny_t5(tmp_path):
     at = open_app("relative", model=path, text="the cat sat on the mat", rel_n=6)
     no_errors(at)
     figs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-    assert len(figs) == 3
+    # T5 bias map, bias by distance, Transformer-XL terms, then the order-blindness tab's
+    assert len(figs) == 3 + 1 + 4
     curves = [t for t in figs[1]["data"] if t.get("mode") == "lines"]
     assert len(curves) == 4  # one per head
     at.selectbox(key="rel_stack").set_value("decoder").run()
