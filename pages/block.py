@@ -9,7 +9,6 @@ from ui.controls import pick_head
 from ui.page import selection, show_trace_messages
 from viz_core import block as vb
 from viz_core.figures.block import head_share_heatmap, ratio_figure, residual_figure, stream_heatmap
-from viz_core.figures.common import unique_labels
 
 STREAM_LIMIT = 256 << 20  # bytes a stream capture may keep for this page
 
@@ -27,9 +26,9 @@ st.latex(r"\mathrm{MultiHead}(x) = \mathrm{Concat}(z_1, \dots, z_h)\,W_O + b_O"
          r"\frac{Q_h K_h^\top}{\sqrt{d_k}}\right) V_h")
 
 plain = sel.trace(capture=("pattern",))
-n_tokens = max(len(plain.source_tokens), len(plain.target_tokens))
-need = vb.stream_bytes(n_tokens, plain.model_info)
+need = vb.stream_bytes(plain)
 if need > STREAM_LIMIT:
+    n_tokens = max(len(plain.source_tokens), len(plain.target_tokens))
     st.warning(f"This input has {n_tokens} tokens: keeping the residual stream of every layer "
                f"would take about {need / 2**20:.0f} MB (this page keeps at most "
                f"{STREAM_LIMIT >> 20} MB). Shorten the text to see the whole block.")
@@ -54,7 +53,7 @@ except (KeyError, NotImplementedError):
     w_o = None
 if w_o is not None and block.z is not None and sub in points:
     shares = vb.head_share_norms(block.z, w_o)
-    chart(head_share_heatmap(shares, unique_labels(block.query_tokens), head, block.name),
+    chart(head_share_heatmap(shares, block.query_tokens, head, block.name),
           key="block_shares", name=f"{block.name}-head-shares")
     total = vb.head_contributions(block.z, w_o).sum(0)
     if b_o is not None:
@@ -83,7 +82,7 @@ for stack_name in vb.stacks(trace):
     tokens = trace.source_tokens if stack_name == "encoder" else trace.target_tokens
     norms = vb.stream_norms(trace, stack_name)
     if norms.shape[1] == len(tokens):
-        chart(stream_heatmap(norms, unique_labels(tokens), stack_name),
+        chart(stream_heatmap(norms, tokens, stack_name),
               key=f"block_stream_{stack_name}", name=f"{stack_name}-stream-norms")
 st.caption("Bars: the mean per-token L2 norm of what each sublayer adds to the stream "
            "(attention after W_O, feed-forward after W_2; for models with a norm on the "

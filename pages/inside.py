@@ -10,7 +10,7 @@ from ui.errors import literal
 from ui.page import selection, show_trace_messages
 from viz_core import scoring
 from viz_core.export import npz_bytes
-from viz_core.figures.common import unique_labels
+from viz_core.figures.common import choice_labels
 from viz_core.figures.inside import block_inside_head, head_internals
 from viz_core.figures.scoring import (
     draw_weights_figure,
@@ -30,7 +30,7 @@ if block.q is None:
             "our own models, BERT-family and GPT-2-family models.")
     st.stop()
 
-labels = unique_labels(block.query_tokens)
+labels = choice_labels(block.query_tokens)
 n_q = len(labels)
 state.widget_default("query", state.url_int("query", min(1, n_q - 1), 0, n_q - 1))
 st.session_state.query = max(0, min(int(st.session_state.query), n_q - 1))

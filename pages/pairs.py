@@ -8,7 +8,7 @@ from ui.controls import bounded_int
 from ui.page import selection, show_trace_messages
 from ui.pairs import embedding_parts, pair_trace
 from viz_core.embeddings import parts_rows
-from viz_core.figures.common import unique_labels
+from viz_core.figures.common import choice_labels
 from viz_core.figures.embeddings import (
     embedding_norms_figure,
     embedding_rows_figure,
@@ -55,10 +55,10 @@ if not parts.has_segments:
                "segment part is zero.")
 st.dataframe(parts_rows(parts), hide_index=True, width="stretch")
 chart(embedding_norms_figure(parts), key="pair_norms", name="embedding-norms")
-labels = unique_labels(parts.tokens)
+labels = choice_labels(parts.tokens)
 state.widget_default("pair_token", state.url_int("pair_token", 0, 0, len(labels) - 1))
 st.session_state.pair_token = max(0, min(int(st.session_state.pair_token), len(labels) - 1))
 i = st.selectbox("Token", list(range(len(labels))), key="pair_token",
-                 format_func=lambda j: labels[j].replace("&lt;", "<").replace("&amp;", "&"))
+                 format_func=lambda j: labels[j])
 state.to_url(pair_token=i)
 chart(embedding_rows_figure(parts, i), key="pair_rows", name="embedding-rows")

@@ -11,7 +11,6 @@ from ui.runs import TraceRequest, get_trace
 from viz_core import order as vo
 from viz_core import relative as rp
 from viz_core.errors import InputError
-from viz_core.figures.common import unique_labels
 from viz_core.figures.order import layer_difference_figure, restored_heatmap
 from viz_core.figures.relative import bias_distance_figure, bias_heatmap, xl_terms_figure
 from viz_core.pretraining import simple_words
@@ -139,7 +138,6 @@ with tab_order:
     layer = bounded_int("Layer", "order_layer", 0, 0, len(layers) - 1, container=c1)
     head = bounded_int("Head", "order_head", 0, 0, base[layers[layer]].n_heads - 1,
                        container=c2)
-    labels = unique_labels(tokens)
     cols = st.columns(2)
     for col, pos in zip(cols, (True, False)):
         if pos not in runs:
@@ -148,8 +146,8 @@ with tab_order:
         back = vo.unshuffle(s_[layers[layer]].pattern[head], s_.source_order)
         word = "on" if pos else "off"
         with col:
-            chart(restored_heatmap(o[layers[layer]].pattern[head], labels,
+            chart(restored_heatmap(o[layers[layer]].pattern[head], tokens,
                                    f"positions {word}: original"),
                   key=f"order_orig_{word}", name=f"order-{word}-original")
-            chart(restored_heatmap(back, labels, f"positions {word}: shuffled, put back"),
+            chart(restored_heatmap(back, tokens, f"positions {word}: shuffled, put back"),
                   key=f"order_back_{word}", name=f"order-{word}-restored")

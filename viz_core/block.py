@@ -58,10 +58,13 @@ def head_share_norms(z, w_o: torch.Tensor) -> np.ndarray:
     return to_numpy(torch.stack([(z[i] @ w[:, i].T).norm(dim=-1) for i in range(h)]))
 
 
-def stream_bytes(n_tokens: int, info: dict) -> int:
-    """About how much a "stream" capture keeps: float per token, d_model, point and layer."""
-    layers = int(info.get("layers") or 0) + int(info.get("decoder_layers") or 0)
-    return 4 * n_tokens * int(info.get("d_model") or 0) * len(STREAM_POINTS) * max(layers, 1)
+def stream_bytes(trace) -> int:
+    """About how much a "stream" capture of this trace's input keeps: a float per token,
+    d_model, point and layer (its layers counted from its blocks)."""
+    layers = {name.rsplit(".", 1)[0] for name in trace.blocks}  # "decoder.0.cross" -> "decoder.0"
+    tokens = max(len(trace.source_tokens), len(trace.target_tokens))
+    d = int(trace.model_info.get("d_model") or 0)
+    return 4 * tokens * d * len(STREAM_POINTS) * max(len(layers), 1)
 
 
 def _mean_norm(x: torch.Tensor | None) -> float | None:

@@ -146,22 +146,31 @@ class Recorder:
         return name is not None and self.keep is not None and self.keep(name)
 
     def name_for(self, module) -> str | None:
-        names = self.names.get(id(module))
-        if names is None or isinstance(names, str):
-            return names
-        i = self.calls.get(id(module), 0)
-        self.calls[id(module)] = i + 1
-        return names[i % len(names)]
+        """The block an HF attention module's call is (call order if shared)."""
+        return self._in_call_order(self.names.get(id(module)), id(module))
 
     def layer_for(self, module, point: str) -> str | None:
         """The layer a stream hook of this module is running for (call order if shared)."""
         key = (id(module), point)
-        names = self.stream_names.get(key)
+        return self._in_call_order(self.stream_names.get(key), key)
+
+    def _in_call_order(self, names: str | list[str] | None, key) -> str | None:
         if names is None or isinstance(names, str):
             return names
         i = self.calls.get(key, 0)
         self.calls[key] = i + 1
         return names[i % len(names)]
+
+
+def call_names(pairs) -> dict:
+    """(key, name) pairs -> {key: name}, or {key: [names in call order]} for a key named
+    more than once (one module serving several layers, as in ALBERT)."""
+    out: dict = {}
+    for key, name in pairs:
+        prev = out.get(key)
+        out[key] = name if prev is None else [*([prev] if isinstance(prev, str) else prev),
+                                              name]
+    return out
 
 
 _RECORDER: ContextVar[Recorder | None] = ContextVar("attention_lab_recorder", default=None)
@@ -208,16 +217,12 @@ def install_stream_hooks(points: Sequence[tuple[str, str, torch.nn.Module]]) -> 
     themselves and do nothing unless the running call's recorder asks for the stream.
     Returns the recorder's ``stream_names`` map for these modules.
     """
-    names: dict[tuple[int, str], str | list[str]] = {}
-    for layer, point, module in points:
-        key = (id(module), point)
-        prev = names.get(key)
-        if prev is None:
-            names[key] = layer
+    hooked = set()
+    for _, point, module in points:
+        if (id(module), point) not in hooked:  # a shared module (ALBERT) is hooked once
+            hooked.add((id(module), point))
             _hook(module, point)
-        else:  # one module serving several layers (ALBERT): named by call order
-            names[key] = [*([prev] if isinstance(prev, str) else prev), layer]
-    return names
+    return call_names(((id(module), point), layer) for layer, point, module in points)
 
 
 def _first(x):
@@ -231,7 +236,7 @@ def _hook(module: torch.nn.Module, point: str) -> None:
             return
         layer = rec.layer_for(layer_module, point)
         if layer is not None and isinstance(value, torch.Tensor):
-            rec.states.setdefault(layer, {})[point] = value.detach()
+            note(layer, point, value)
 
     if point == "in":
         def pre(mod, args, kwargs):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from ..capture import Recorder, install_stream_hooks, recording
+from ..capture import Recorder, call_names, install_stream_hooks, recording
 from ..decoding.steppers import HFStepper
 from ..errors import InputError
 from ..trace import AttentionTrace
@@ -62,20 +62,17 @@ class HFModel(Backend):
         self.n_decoder_layers = sum(n.endswith(".self") and n.startswith("decoder.")
                                     for n in modules)
         # {id(attention module): block name (or the names of its successive calls)}
-        self.block_names: dict[int, str | list[str]] = {}
-        for block, module in modules.items():
-            prev = self.block_names.get(id(module))
-            if prev is None:
-                self.block_names[id(module)] = block
-            else:
-                self.block_names[id(module)] = [*([prev] if isinstance(prev, str) else prev),
-                                                block]
+        self.block_names = call_names((id(m), block) for block, m in modules.items())
         self._modules = modules  # keeps the ids above valid (static model structure)
         # stream points (residual stream, sublayer outputs, norms): forward hooks installed
         # once, here, before the model is shared; they keep nothing themselves
         points = adapter.stream_modules(hf_model)
         self._stream_modules = {(layer, point): m for layer, point, m in points}
         self.stream_names = install_stream_hooks(points)
+        self._d_ff = self._ffn_width()
+        # the class of its norms, e.g. "LayerNorm", "LlamaRMSNorm", "T5LayerNorm"
+        self._norm_class = next((type(m).__name__ for (_, p), m in self._stream_modules.items()
+                                 if p.endswith("norm")), None)
         self._heads = {block: _heads_of(m, cfg) for block, m in modules.items()}
         self._kv_heads = _kv_heads_of(next(iter(modules.values())), cfg, self._heads)
         self.n_parameters = sum(p.numel() for p in hf_model.parameters())
@@ -135,13 +132,6 @@ class HFModel(Backend):
                 return int(w.shape[0] if type(m).__name__ == "Conv1D" else w.shape[1])
         return None
 
-    def _norm_name(self) -> str | None:
-        """The class of the model's norms, e.g. "LayerNorm", "LlamaRMSNorm", "T5LayerNorm"."""
-        for (_, point), m in self._stream_modules.items():
-            if point.endswith("norm"):
-                return type(m).__name__
-        return None
-
     def special_token_mask(self, token_ids: list[int]) -> list[bool]:
         special = set(getattr(self.tokenizer, "all_special_ids", []) or [])
         return [int(i) in special for i in token_ids]
@@ -161,8 +151,8 @@ class HFModel(Backend):
                 "decoder_layers": self.n_decoder_layers,
                 "heads": next(iter(self._heads.values()), 0), "kv_heads": self._kv_heads,
                 "d_model": getattr(cfg, "hidden_size", None) or getattr(cfg, "d_model", None),
-                "parameters": self.n_parameters, "d_ff": self._ffn_width(),
-                "norm_placement": self.norm_placement, "norm": self._norm_name(),
+                "parameters": self.n_parameters, "d_ff": self._d_ff,
+                "norm_placement": self.norm_placement, "norm": self._norm_class,
                 "positional": self.adapter.positional_table(self.hf_model, 0)[1],
                 "positional_kind": self.positional_kind, "path": self.path,
                 "dtype": str(self.dtype).removeprefix("torch."), "max_tokens": self.max_tokens}

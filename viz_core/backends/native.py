@@ -160,8 +160,8 @@ class NativeModel(Backend):
             nonlocal order
             if permute is None:
                 return ids, shown
-            new, order = permuted(list(range(len(ids))), permute)
-            return [ids[i] for i in new], [shown[i] for i in new]
+            ids, order = permuted(ids, permute)
+            return ids, [shown[i] for i in order]
 
         if cfg.has_encoder:
             ids, src_tokens, unknown = self.encode_text(self.src_vocab, source,

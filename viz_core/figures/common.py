@@ -64,6 +64,12 @@ def unique_labels(tokens: Sequence[str], start: int = 0) -> list[str]:
     return [f"{i}·{plot_text(_short(t))}" for i, t in enumerate(tokens, start)]
 
 
+def choice_labels(tokens: Sequence[str]) -> list[str]:
+    """Position-prefixed tokens for a Streamlit select box, which shows text as it is (no
+    plotly escaping): ``["the", "<b>"] -> ["0·the", "1·<b>"]``."""
+    return [f"{i}·{_short(t)}" for i, t in enumerate(tokens)]
+
+
 def bin_starts(n: int, size: int) -> np.ndarray:
     """First position of each of the <= size contiguous bins of n positions, exactly the bins
     of ``BlockTrace.overview`` (position i of n goes to bin i * nb // n)."""
