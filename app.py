@@ -4,9 +4,9 @@ from pathlib import Path
 
 import streamlit as st
 
-from ui.sidebar import sidebar
-from ui.state import keep_widget_values
-from viz_core.memory import reuse_freed_memory
+from attention_lab.ui.sidebar import sidebar
+from attention_lab.ui.state import keep_widget_values
+from viz_core.capture.memory import reuse_freed_memory
 
 reuse_freed_memory()  # traces reuse freed memory instead of page-faulting fresh pages
 

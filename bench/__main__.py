@@ -8,7 +8,7 @@ import json
 import math
 from pathlib import Path
 
-from viz_core.memory import applied
+from viz_core.capture.memory import applied
 
 from .common import machine_note
 
@@ -50,7 +50,7 @@ def main() -> None:
                     "reuse_freed_memory is applied otherwise): the 'before' of that fix")
     args = ap.parse_args()
     if not args.default_malloc:
-        from viz_core.memory import reuse_freed_memory
+        from viz_core.capture.memory import reuse_freed_memory
 
         reuse_freed_memory()
     if args.threads:

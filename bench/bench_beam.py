@@ -14,7 +14,7 @@ import torch
 
 import viz_core as vc
 from viz_core.backends.hf import stepper_for
-from viz_core.capture import register_with_transformers
+from viz_core.capture.recorder import register_with_transformers
 from viz_core.decoding import search_with
 
 from .common import paired, ratio_row, sync
@@ -102,7 +102,7 @@ def hf_rows(device, k: int, max_new: int, repeat: int) -> list[dict]:
 
 
 def native_rows(device, k: int, max_new: int, repeat: int) -> list[dict]:
-    from viz_core.toy import toy_model
+    from viz_core.training.toy import toy_model
 
     model = toy_model("encoder-decoder", seed=0, d_model=128, n_heads=4, n_layers=3,
                       n_decoder_layers=3, d_ff=512, max_len=128)

@@ -29,7 +29,7 @@ import torch
 import viz_core as vc
 from viz_core.backends.native import NativeModel
 from viz_core.model import Transformer, TransformerConfig
-from viz_core.tokenizer import Vocab
+from viz_core.model.tokenizer import Vocab
 
 from .common import budget_row, paired, ratio_row, summary, sync
 
@@ -94,7 +94,7 @@ def bert_shaped(hidden: int, layers: int, heads: int, positions: int, attn: str,
                 dtype=torch.float32):
     from transformers import BertConfig, BertModel
 
-    from viz_core.capture import register_with_transformers
+    from viz_core.capture.recorder import register_with_transformers
 
     register_with_transformers()
     cfg = BertConfig(vocab_size=1000, hidden_size=hidden, num_hidden_layers=layers,
@@ -121,7 +121,7 @@ def hf_rows(n: int, repeat: int, device, shape=(384, 6, 12), label="MiniLM-shape
              for i, layer in enumerate(ours.encoder.layer)}
     # the stream hooks every loaded model has (idle unless a call asks for the stream)
     from viz_core.backends.families import FAMILIES
-    from viz_core.capture import install_stream_hooks
+    from viz_core.capture.recorder import install_stream_hooks
 
     stream_names = install_stream_hooks(FAMILIES["bert"].stream_modules(ours))
     toks = [str(i) for i in range(n)]

@@ -30,7 +30,7 @@ BUDGETS = {"head": 0.100, "sentence": 0.400, "browser": 1.5}
 def pick_model(quick: bool, tmp: Path) -> tuple[str, object, str]:
     """(name or path for the app, loaded model, note for the rows)."""
     import viz_core as vc
-    from viz_core.toy import save_toy
+    from viz_core.training.toy import save_toy
 
     if not quick:
         for name, note in (("en-fr", "en-fr"), ("dates", "dates (en-fr not available)")):

@@ -32,7 +32,7 @@ PAGE_BYTES_CAP = 8_000_000  # all five figures together; grows far slower than N
 
 def model(max_len: int, device="cpu"):
     from viz_core.backends.native import NativeModel
-    from viz_core.toy import toy_model
+    from viz_core.training.toy import toy_model
 
     m = toy_model("encoder-decoder", seed=0, d_model=128, n_heads=4, n_layers=3,
                   n_decoder_layers=3, d_ff=512, max_len=max_len)
@@ -68,7 +68,7 @@ def measure(n: int, repeat: int, device: str = "cpu", tag: str = "pattern") -> d
     import numpy as np
     import torch
 
-    from viz_core.toy import WORDS
+    from viz_core.training.toy import WORDS
 
     torch.manual_seed(0)
     m = model(max(n, 64), device)

@@ -102,7 +102,7 @@ def machine_note(sample_s: float = 0.5) -> str:
     for proc in psutil.process_iter(["pid", "cmdline"]):
         if proc.info["pid"] in mine:
             continue
-        training |= "viz_core.train" in " ".join(proc.info.get("cmdline") or [])
+        training |= "viz_core.training.train" in " ".join(proc.info.get("cmdline") or [])
         try:
             proc.cpu_percent(None)
             procs.append(proc)

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import streamlit as st
 
-from ui import state
-from ui.charts import chart
-from ui.controls import KIND_LABELS
-from ui.errors import reported
-from ui.page import selection
+from attention_lab.ui import state
+from attention_lab.ui.charts import chart
+from attention_lab.ui.controls import KIND_LABELS
+from attention_lab.ui.errors import reported
+from attention_lab.ui.page import selection
 from viz_core.atlas import ROLE_LABELS, ROLES, is_atlas, load_atlas
 from viz_core.atlas.figures import (
     LABELS,
@@ -24,7 +24,7 @@ from viz_core.atlas.figures import (
     top_table,
 )
 from viz_core.atlas.launch import atlas_home, launch, new_run_dir, recent_runs
-from viz_core.policy import current_policy
+from viz_core.loading.policy import current_policy
 
 MAX_RUN = 5000  # examples a run started from the page may take
 

@@ -7,12 +7,12 @@ window at full resolution; rollout (which multiplies whole matrices) stops at th
 
 import streamlit as st
 
-from ui import faithfulness, state
-from ui.alignment import show_alignment
-from ui.charts import chart, download
-from ui.controls import bounded_int, open_head, pick_head
-from ui.page import selection, show_output, show_trace_messages
-from ui.runs import (
+from attention_lab.ui import faithfulness, state
+from attention_lab.ui.alignment import show_alignment
+from attention_lab.ui.charts import chart, download
+from attention_lab.ui.controls import bounded_int, open_head, pick_head
+from attention_lab.ui.page import selection, show_output, show_trace_messages
+from attention_lab.ui.runs import (
     TraceRequest,
     attention_capture,
     cached_figure,
@@ -20,8 +20,8 @@ from ui.runs import (
     has_scores,
     run_trace,
 )
-from viz_core import analysis
-from viz_core.export import trace_json, trace_npz
+from viz_core.analysis import heads as analysis
+from viz_core.capture.export import trace_json, trace_npz
 from viz_core.figures.aggregates import block_aggregate_heatmap, rollout_bytes, rollout_figure
 from viz_core.figures.grid import blocks_grid, selected_cell
 from viz_core.figures.headview import HEADVIEW_MAX, HEADVIEW_WINDOW, block_head_view

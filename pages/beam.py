@@ -4,13 +4,13 @@ model looked at when it chose each token."""
 import pandas as pd
 import streamlit as st
 
-from ui import state
-from ui.bleu import show_nbest_bleu
-from ui.charts import chart, download
-from ui.controls import bounded_float, bounded_int
-from ui.errors import literal, reported
-from ui.page import selection
-from ui.runs import BeamRequest, get_beam
+from attention_lab.ui import state
+from attention_lab.ui.bleu import show_nbest_bleu
+from attention_lab.ui.charts import chart, download
+from attention_lab.ui.controls import bounded_float, bounded_int
+from attention_lab.ui.errors import literal, reported
+from attention_lab.ui.page import selection
+from attention_lab.ui.runs import BeamRequest, get_beam
 from viz_core.decoding import attention_key_labels
 from viz_core.figures.beam import beam_tree_figure, selected_node
 from viz_core.figures.heatmap import matrix_heatmap

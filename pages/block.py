@@ -4,10 +4,10 @@ feed-forward; the residual stream's size per layer and what each sublayer adds."
 import pandas as pd
 import streamlit as st
 
-from ui.charts import chart
-from ui.controls import pick_head
-from ui.page import selection, show_trace_messages
-from viz_core import block as vb
+from attention_lab.ui.charts import chart
+from attention_lab.ui.controls import pick_head
+from attention_lab.ui.page import selection, show_trace_messages
+from viz_core.analysis import block as vb
 from viz_core.figures.block import head_share_heatmap, ratio_figure, residual_figure, stream_heatmap
 
 STREAM_LIMIT = 256 << 20  # bytes a stream capture may keep for this page

@@ -3,14 +3,14 @@
 import numpy as np
 import streamlit as st
 
-from ui import state
-from ui.charts import chart, download
-from ui.controls import bounded_int
-from ui.errors import literal, reported
-from ui.page import selection, show_trace_messages
-from ui.runs import TraceRequest, get_model, get_trace
-from ui.sidebar import model_choices
-from viz_core.export import npz_bytes
+from attention_lab.ui import state
+from attention_lab.ui.charts import chart, download
+from attention_lab.ui.controls import bounded_int
+from attention_lab.ui.errors import literal, reported
+from attention_lab.ui.page import selection, show_trace_messages
+from attention_lab.ui.runs import TraceRequest, get_model, get_trace
+from attention_lab.ui.sidebar import model_choices
+from viz_core.capture.export import npz_bytes
 from viz_core.figures.heatmap import block_heatmap, matrix_heatmap
 
 sel = selection()

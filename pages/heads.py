@@ -3,13 +3,20 @@
 import numpy as np
 import streamlit as st
 
-from ui import state
-from ui.charts import chart, download
-from ui.controls import block_kind_label, open_head
-from ui.errors import reported
-from ui.page import selection, show_output, show_trace_messages
-from ui.runs import BeamRequest, TraceRequest, get_beam, get_trace, head_similarity, head_stats
-from viz_core.analysis import kv_group_heads, kv_group_table, layer_to_layer_divergence
+from attention_lab.ui import state
+from attention_lab.ui.charts import chart, download
+from attention_lab.ui.controls import block_kind_label, open_head
+from attention_lab.ui.errors import reported
+from attention_lab.ui.page import selection, show_output, show_trace_messages
+from attention_lab.ui.runs import (
+    BeamRequest,
+    TraceRequest,
+    get_beam,
+    get_trace,
+    head_similarity,
+    head_stats,
+)
+from viz_core.analysis.heads import kv_group_heads, kv_group_table, layer_to_layer_divergence
 from viz_core.figures.aggregates import head_similarity_figure
 from viz_core.figures.heatmap import matrix_heatmap
 

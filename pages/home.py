@@ -2,9 +2,9 @@
 
 import streamlit as st
 
-from ui.errors import literal
-from ui.page import selection
-from viz_core.model_card import model_card_rows, model_metrics
+from attention_lab.ui.errors import literal
+from attention_lab.ui.page import selection
+from viz_core.loading.model_card import model_card_rows, model_metrics
 
 sel = selection()
 st.title("Attention Lab")

@@ -3,13 +3,12 @@ keys under other scoring functions, and why the Transformer divides by sqrt(d_k)
 
 import streamlit as st
 
-from ui import state
-from ui.charts import chart, download
-from ui.controls import bounded_int, pick_head
-from ui.errors import literal
-from ui.page import selection, show_trace_messages
-from viz_core import scoring
-from viz_core.export import npz_bytes
+from attention_lab.ui import state
+from attention_lab.ui.charts import chart, download
+from attention_lab.ui.controls import bounded_int, pick_head
+from attention_lab.ui.errors import literal
+from attention_lab.ui.page import selection, show_trace_messages
+from viz_core.capture.export import npz_bytes
 from viz_core.figures.common import choice_labels
 from viz_core.figures.inside import block_inside_head, head_internals
 from viz_core.figures.scoring import (
@@ -18,6 +17,7 @@ from viz_core.figures.scoring import (
     saturation_figure,
     scoring_comparison_figure,
 )
+from viz_core.lessons import scoring
 
 sel = selection()
 st.title("Inside a head")

@@ -2,18 +2,18 @@
 
 import streamlit as st
 
-from ui import state
-from ui.charts import chart
-from ui.controls import bounded_int
-from ui.page import selection, show_trace_messages
-from ui.pairs import embedding_parts, pair_trace
-from viz_core.embeddings import parts_rows
+from attention_lab.ui import state
+from attention_lab.ui.charts import chart
+from attention_lab.ui.controls import bounded_int
+from attention_lab.ui.page import selection, show_trace_messages
+from attention_lab.ui.pairs import embedding_parts, pair_trace
 from viz_core.figures.common import choice_labels
 from viz_core.figures.embeddings import (
     embedding_norms_figure,
     embedding_rows_figure,
     segment_heatmap,
 )
+from viz_core.lessons.embeddings import parts_rows
 
 sel = selection()
 st.title("Sentence pairs and BERT's input")

@@ -4,11 +4,11 @@ size, and sinusoidal vs rotary side by side."""
 import numpy as np
 import streamlit as st
 
-from ui import state
-from ui.charts import chart, download
-from ui.controls import bounded_int
-from ui.page import selection, show_trace_messages
-from viz_core.export import npz_bytes
+from attention_lab.ui import state
+from attention_lab.ui.charts import chart, download
+from attention_lab.ui.controls import bounded_int
+from attention_lab.ui.page import selection, show_trace_messages
+from viz_core.capture.export import npz_bytes
 from viz_core.figures.positional import (
     positional_curves,
     positional_heatmap,
@@ -24,8 +24,14 @@ from viz_core.figures.rope import (
     pair_rotation_figure,
     rotary_score_figure,
 )
-from viz_core.positions import sinusoid_layout, whole_table
-from viz_core.rope import decay_bound, pair_demo, rope_frequencies, rope_specs, rotary_scores
+from viz_core.lessons.positions import sinusoid_layout, whole_table
+from viz_core.lessons.rope import (
+    decay_bound,
+    pair_demo,
+    rope_frequencies,
+    rope_specs,
+    rotary_scores,
+)
 
 ROPE_FORMULA = (r"f(\mathbf{x}, m)_{(i,\,i+d/2)} = \begin{pmatrix}\cos m\theta_i & "
                 r"-\sin m\theta_i\\ \sin m\theta_i & \cos m\theta_i\end{pmatrix}"

@@ -2,13 +2,13 @@
 
 import streamlit as st
 
-from ui import state
-from ui.charts import chart
-from ui.controls import bounded_int
-from ui.errors import literal
-from ui.page import selection, show_trace_messages
-from viz_core import pretraining as pt
+from attention_lab.ui import state
+from attention_lab.ui.charts import chart
+from attention_lab.ui.controls import bounded_int
+from attention_lab.ui.errors import literal
+from attention_lab.ui.page import selection, show_trace_messages
 from viz_core.figures.pretraining import objective_figure, objective_rows
+from viz_core.lessons import pretraining as pt
 
 SCHEMES = ["BERT masked LM", "RoBERTa dynamic masking", "Whole-word masking",
            "ERNIE entity/phrase masking", "GPT", "UniLM", "XLNet", "MASS",

@@ -3,17 +3,17 @@ Transformer-XL score split into its four terms."""
 
 import streamlit as st
 
-from ui import state
-from ui.charts import chart
-from ui.controls import bounded_int
-from ui.page import selection
-from ui.runs import TraceRequest, get_trace
-from viz_core import order as vo
-from viz_core import relative as rp
+from attention_lab.ui import state
+from attention_lab.ui.charts import chart
+from attention_lab.ui.controls import bounded_int
+from attention_lab.ui.page import selection
+from attention_lab.ui.runs import TraceRequest, get_trace
 from viz_core.errors import InputError
 from viz_core.figures.order import layer_difference_figure, restored_heatmap
 from viz_core.figures.relative import bias_distance_figure, bias_heatmap, xl_terms_figure
-from viz_core.pretraining import simple_words
+from viz_core.lessons import order as vo
+from viz_core.lessons import relative as rp
+from viz_core.lessons.pretraining import simple_words
 
 sel = selection()
 st.title("Relative positions")

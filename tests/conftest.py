@@ -76,6 +76,6 @@ def _no_policy_leaks():
     """The app's sidebar sets the process's default deployment policy from the environment;
     a test that changes the environment must not leave its policy to the tests after it."""
     yield
-    from viz_core.policy import set_default_policy
+    from viz_core.loading.policy import set_default_policy
 
     set_default_policy(None)

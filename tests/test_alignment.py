@@ -1,10 +1,10 @@
-"""Cross-attention alignment helpers (viz_core.alignment, ui.alignment)."""
+"""Cross-attention alignment helpers (viz_core.analysis.alignment, ui.alignment)."""
 
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
 import viz_core as vc
-from viz_core.alignment import fits, head_scores, reference_alignment
+from viz_core.analysis.alignment import fits, head_scores, reference_alignment
 
 
 def test_dates_reference_points_at_the_year_digits():
@@ -37,7 +37,7 @@ def test_ui_helper_draws_reference_and_scores():
         from types import SimpleNamespace
 
         import viz_core as vc
-        from ui.alignment import show_alignment
+        from attention_lab.ui.alignment import show_alignment
 
         m = vc.load("dates")
         tr = m.trace("9 may 2018")

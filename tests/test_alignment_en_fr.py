@@ -1,5 +1,5 @@
 """The en-fr grammar's word alignment (tasks.en_fr.translate_aligned / word_alignment), the
-reference alignment in token positions (viz_core.alignment), the shipped en-fr model's
+reference alignment in token positions (viz_core.analysis.alignment), the shipped en-fr model's
 cross-attention against it, and the Attention page showing the score."""
 
 import hashlib
@@ -9,7 +9,7 @@ import pytest
 
 import viz_core as vc
 from tests.test_app import no_errors, open_app
-from viz_core.alignment import chance_score, fits, head_scores, reference_alignment
+from viz_core.analysis.alignment import chance_score, fits, head_scores, reference_alignment
 from viz_core.tasks import en_fr
 from viz_core.tasks.common import Pair
 

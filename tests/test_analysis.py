@@ -1,4 +1,4 @@
-"""viz_core.analysis on hand-built patterns whose answers follow from their construction."""
+"""viz_core.analysis.heads on hand-built patterns whose answers follow from their construction."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from viz_core import analysis as A
-from viz_core.trace import AttentionTrace, BlockTrace
+from viz_core.analysis import heads as A
+from viz_core.capture.trace import AttentionTrace, BlockTrace
 
 
 def prev_token_head(n):

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from viz_core.toy import save_toy
+from viz_core.training.toy import save_toy
 
 TIMEOUT = 60
 APP = str(Path(__file__).resolve().parent.parent / "app.py")

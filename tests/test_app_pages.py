@@ -6,7 +6,7 @@ import json
 import pytest
 
 from tests.test_app import PAGES, no_errors, open_app
-from viz_core.toy import save_toy
+from viz_core.training.toy import save_toy
 
 
 @pytest.fixture(scope="module")

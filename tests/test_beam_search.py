@@ -13,11 +13,11 @@ import pytest
 import torch
 
 from viz_core.backends.hf import stepper_for
-from viz_core.beam_tree import NODE_STATUSES, BeamTree
-from viz_core.capture import register_with_transformers
+from viz_core.capture.recorder import register_with_transformers
 from viz_core.decoding import attention_key_labels, beam_search, search_with
+from viz_core.decoding.beam_tree import NODE_STATUSES, BeamTree
 from viz_core.errors import InputError
-from viz_core.toy import toy_model
+from viz_core.training.toy import toy_model
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")

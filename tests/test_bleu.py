@@ -1,13 +1,13 @@
-"""Sentence BLEU per hypothesis (viz_core.bleu) against BLEU worked out by hand."""
+"""Sentence BLEU per hypothesis (viz_core.lessons.bleu) against BLEU worked out by hand."""
 
 import math
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from viz_core.beam_tree import BeamNode, BeamTree, Hypothesis
-from viz_core.bleu import nbest_bleu_rows, sentence_bleu, token_logprobs
+from viz_core.decoding.beam_tree import BeamNode, BeamTree, Hypothesis
 from viz_core.figures.bleu import token_logprob_figure
+from viz_core.lessons.bleu import nbest_bleu_rows, sentence_bleu, token_logprobs
 
 
 def test_bleu_by_hand_no_smoothing_needed():
@@ -57,8 +57,8 @@ def test_nbest_rows_score_each_hypothesis_and_list_token_logprobs():
 
 def test_ui_helper_renders_table_and_definition():
     def page():
+        from attention_lab.ui.bleu import show_nbest_bleu
         from tests.test_bleu import _tree
-        from ui.bleu import show_nbest_bleu
 
         show_nbest_bleu(_tree(), "le chat")
 

@@ -1,4 +1,4 @@
-"""The whole block (viz_core.block) and the stream points behind it, against references.
+"""The whole block (viz_core.analysis.block) and the stream points behind it, against references.
 
 For our models and every Hugging Face family (tiny random models):
 - the stream entering each layer equals the model's own ``output_hidden_states``;
@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 
 import viz_core as vc
+from viz_core.analysis.block import added, head_contributions, layer_rows, shape_steps, stream_norms
 from viz_core.backends.base import record
-from viz_core.block import added, head_contributions, layer_rows, shape_steps, stream_norms
 
 HF_FAMILIES = ["bert", "distilbert", "roberta", "gpt2", "bart", "t5", "marian", "albert",
                "electra", "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text", "phi3",

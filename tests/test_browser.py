@@ -23,7 +23,7 @@ HOSTILE = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</scrip
 
 @pytest.fixture(scope="module")
 def app_url(tmp_path_factory):
-    from viz_core.toy import save_toy
+    from viz_core.training.toy import save_toy
 
     toy = save_toy(tmp_path_factory.mktemp("ckpt") / "toy", seed=5)
     with streamlit_server() as (base, _proc):

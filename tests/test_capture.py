@@ -1,4 +1,4 @@
-"""The one capture path (viz_core.capture) and lazy traces (viz_core.trace), against references.
+"""The one capture path (viz_core.capture.recorder) and lazy traces (viz_core.capture.trace), against references.
 
 - every family: patterns equal Hugging Face's own eager ``output_attentions``; the softmax of
   the captured scores under the mask gives the pattern; z reproduces the attention output
@@ -20,7 +20,7 @@ import torch
 import viz_core as vc
 from viz_core.backends.native import NativeModel
 from viz_core.model import Transformer, TransformerConfig
-from viz_core.tokenizer import Vocab
+from viz_core.model.tokenizer import Vocab
 
 FAMILIES = ["bert", "distilbert", "roberta", "gpt2", "bart", "t5", "marian"]
 TEXT = "the cat sat on the mat because it was tired"

@@ -14,7 +14,7 @@ import torch
 
 import viz_core as vc
 from tests.hf_tiny import make_tiny_bart, make_tiny_gpt2
-from viz_core import resilience
+from viz_core.loading import resilience
 
 N = 16
 WORDS = ["the cat sat on the mat", "9 may 2018", "a quick brown fox", "le chat est assis",

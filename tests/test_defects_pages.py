@@ -12,8 +12,7 @@ from tests.hf_tiny import make_tiny_bart, make_tiny_gpt2, make_tiny_marian, make
 from tests.test_app import no_errors, open_app
 from viz_core.figures.masks import pad_columns, real_length
 from viz_core.figures.positional import positional_curves, sinusoidal_table
-from viz_core.model_card import model_card_rows, model_metrics
-from viz_core.positions import (
+from viz_core.lessons.positions import (
     find_offset,
     pair_of,
     sin_cos_labels,
@@ -21,7 +20,8 @@ from viz_core.positions import (
     sinusoid_layout,
     whole_table,
 )
-from viz_core.toy import save_toy
+from viz_core.loading.model_card import model_card_rows, model_metrics
+from viz_core.training.toy import save_toy
 
 T, F = True, False
 

@@ -21,9 +21,10 @@ from streamlit.testing.v1 import AppTest
 import viz_core as vc
 from tests.hf_tiny import make_tiny_bert
 from tests.test_app import APP
-from viz_core.backends import hf_load, native
-from viz_core.policy import Policy, safetensors_parameters
-from viz_core.toy import save_toy
+from viz_core.backends import native
+from viz_core.loading import hf as hf_load
+from viz_core.loading.policy import Policy, safetensors_parameters
+from viz_core.training.toy import save_toy
 
 ENV = ("ATTENTION_LAB_ALLOWED_MODELS", "ATTENTION_LAB_ALLOW_LOCAL_PATHS",
        "ATTENTION_LAB_ALLOW_HUB", "ATTENTION_LAB_MAX_MODEL_MB", "ATTENTION_LAB_MAX_PARAMETERS")
@@ -34,7 +35,7 @@ SHIPPED = vc.shipped_models()[0]
 def clean_env(monkeypatch):
     for key in ENV:
         monkeypatch.delenv(key, raising=False)
-    from viz_core.policy import set_default_policy
+    from viz_core.loading.policy import set_default_policy
 
     set_default_policy(None)
     yield

@@ -1,4 +1,4 @@
-"""BERT's input split into token + segment + position rows (viz_core.embeddings), against
+"""BERT's input split into token + segment + position rows (viz_core.lessons.embeddings), against
 the models' own embedding modules, and the Sentence pairs page."""
 
 import json
@@ -11,9 +11,9 @@ import viz_core as vc
 from tests.hf_tiny import make_tiny_bert, make_tiny_distilbert, make_tiny_roberta
 from tests.hostile_inputs import CORPUS, sendable
 from tests.test_app import no_errors, open_app
-from viz_core.embeddings import embedding_parts, embeddings_module, parts_rows, segment_runs
 from viz_core.figures.embeddings import segment_heatmap
-from viz_core.toy import save_toy
+from viz_core.lessons.embeddings import embedding_parts, embeddings_module, parts_rows, segment_runs
+from viz_core.training.toy import save_toy
 
 
 @pytest.fixture(scope="module")

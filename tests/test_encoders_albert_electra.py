@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from tests.hf_tiny_encoders import ALBERT_LAYERS
-from viz_core.analysis import layer_to_layer_divergence, masked_softmax
+from viz_core.analysis.heads import layer_to_layer_divergence, masked_softmax
 
 TEXT = "the cat sat on the mat because it was tired"
 

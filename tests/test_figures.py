@@ -13,8 +13,9 @@ import math
 import numpy as np
 import pytest
 
-from viz_core.analysis import masked_softmax
-from viz_core.beam_tree import BeamNode, BeamTree, Hypothesis
+from viz_core.analysis.heads import masked_softmax
+from viz_core.capture.trace import BlockTrace
+from viz_core.decoding.beam_tree import BeamNode, BeamTree, Hypothesis
 from viz_core.figures import (
     attention_heatmap,
     beam_tree_figure,
@@ -41,7 +42,6 @@ from viz_core.figures import (
     wavelength_figure,
 )
 from viz_core.figures.headview import N_BUCKETS, bucket_of, bucket_opacity
-from viz_core.trace import BlockTrace
 
 SENT = ["the", "cat", "saw", "the", "dog"]
 

@@ -1,10 +1,11 @@
-"""Figures over many heads carry exactly what viz_core.analysis computes."""
+"""Figures over many heads carry exactly what viz_core.analysis.heads computes."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from viz_core import analysis as A
+from viz_core.analysis import heads as A
+from viz_core.capture.trace import AttentionTrace, BlockTrace
 from viz_core.figures import (
     aggregate_heatmap,
     alignment_figure,
@@ -14,7 +15,6 @@ from viz_core.figures import (
     trace_grid,
     trace_rollout_figure,
 )
-from viz_core.trace import AttentionTrace, BlockTrace
 
 TOKS = ["[CLS]", "the", "cat", "the", "mat", "[SEP]"]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from viz_core import analysis as A
+from viz_core.analysis import heads as A
 from viz_core.figures import (
     block_head_view,
     block_heatmap,
@@ -19,7 +19,7 @@ from viz_core.figures import (
 
 @pytest.fixture(scope="module")
 def trace():
-    toy = pytest.importorskip("viz_core.toy")
+    toy = pytest.importorskip("viz_core.training.toy")
     try:
         model = toy.toy_model("encoder-decoder")
         return model.trace("the cat sat on the mat", target="le chat voit")
@@ -59,7 +59,7 @@ def test_trace_wrappers_accept_a_real_trace(trace):
 
 
 def test_beam_tree_figure_of_a_real_search():
-    toy = pytest.importorskip("viz_core.toy")
+    toy = pytest.importorskip("viz_core.training.toy")
     from viz_core.figures import beam_tree_figure
 
     try:

@@ -10,7 +10,7 @@ import pytest
 from test_figures import synthetic_tree
 
 import viz_core.figures as F
-from viz_core import analysis as A
+from viz_core.analysis import heads as A
 
 N = 512
 ONE_FIGURE = 1_500_000  # bytes

@@ -6,8 +6,8 @@ import pytest
 
 import viz_core as vc
 from tests.test_app import open_app
-from viz_core import footprint
 from viz_core.errors import ModelLoadError
+from viz_core.loading import footprint
 
 
 def test_estimate_equals_the_loaded_parameter_count(tiny_models):
@@ -43,7 +43,7 @@ def test_placement_refuses_what_the_machine_cannot_hold(weights, device, gpu, ho
 def test_loading_refuses_with_sizes_before_reading_weights(tiny_models, monkeypatch):
     _, path = tiny_models.load("gpt2")
     monkeypatch.setattr(footprint, "free_memory", lambda device: (0, 1000))
-    from viz_core.backends import hf_load
+    from viz_core.loading import hf as hf_load
 
     monkeypatch.setattr(hf_load, "free_memory", lambda device: (0, 1000))
     with pytest.raises(ModelLoadError, match="GB of free memory"):

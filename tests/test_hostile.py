@@ -101,7 +101,7 @@ def test_hostile_text_as_url_parameters(model):
 def _clean_script():
     import streamlit as st
 
-    from ui import state
+    from attention_lab.ui import state
 
     st.session_state["raw"] = "the cat \ud800 sat\x00"
     state.clean_state("raw", "input text")
@@ -133,7 +133,7 @@ def test_models_take_surrogates_and_controls_directly(model):
 def test_no_page_renders_user_text_as_markup():
     """User text reaches the page only through code blocks, widget values and chart labels;
     anything that goes through Markdown (messages, headings) is escaped with ui.errors.literal."""
-    from ui.errors import literal
+    from attention_lab.ui.errors import literal
 
     for _, text in CORPUS:
         escaped = literal(text)

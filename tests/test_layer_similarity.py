@@ -1,4 +1,4 @@
-"""Layer-to-layer and key/value-group similarity (viz_core.analysis) against hand-worked cases.
+"""Layer-to-layer and key/value-group similarity (viz_core.analysis.heads) against hand-worked cases.
 
 JS(a, b) = H((a + b) / 2) - (H(a) + H(b)) / 2 in nats; the numbers below are written out by
 hand from that definition (ln 2 for disjoint one-hot rows, 0 for equal rows).
@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from viz_core.analysis import kv_group_divergence, kv_group_heads, layer_to_layer_divergence
+from viz_core.analysis.heads import kv_group_divergence, kv_group_heads, layer_to_layer_divergence
 
 LN2 = math.log(2)
 H_3_1 = -(0.75 * math.log(0.75) + 0.25 * math.log(0.25))  # entropy of (3/4, 1/4)

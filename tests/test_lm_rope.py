@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import viz_core as vc
-from viz_core.loading import CHECKPOINTS
+from viz_core.loading.entry import CHECKPOINTS
 from viz_core.model.positional import apply_rope
 from viz_core.tasks import lm
 from viz_core.tasks.common import lm_perplexity, unigram_perplexity
@@ -92,7 +92,7 @@ def test_held_out_perplexity_beside_lm(models):
 
 
 def test_train_writes_the_modern_options_and_the_comparison(tmp_path):
-    from viz_core.train import train
+    from viz_core.training.train import train
 
     out = train("lm", tmp_path / "m", steps=2, n_train=300, n_test=15, progress=False,
                 positional="rope", n_kv_heads=1, norm="rmsnorm", rope_base=500.0,

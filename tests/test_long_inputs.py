@@ -25,7 +25,7 @@ from viz_core.figures.heatmap import (
     clip_window,
     pooled_blocked,
 )
-from viz_core.toy import toy_model
+from viz_core.training.toy import toy_model
 
 ONE_FIGURE = 1_500_000  # bytes, as tests/test_figures_size.py
 GRID = 3_000_000

@@ -12,7 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from viz_core.figures.heatmap import POOLED_SIZE, ZOOM_MAX
-from viz_core.toy import save_toy
+from viz_core.training.toy import save_toy
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 TIMEOUT = 300

@@ -1,4 +1,4 @@
-"""viz_core.memory: traces reuse freed memory instead of page-faulting fresh pages."""
+"""viz_core.capture.memory: traces reuse freed memory instead of page-faulting fresh pages."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import textwrap
 
 import pytest
 
-from viz_core.memory import reuse_freed_memory
+from viz_core.capture.memory import reuse_freed_memory
 
 SCRIPT = textwrap.dedent("""
     import json, resource, sys
     import numpy as np
-    from viz_core.memory import reuse_freed_memory
+    from viz_core.capture.memory import reuse_freed_memory
     tuned = reuse_freed_memory() if sys.argv[1] == "tuned" else False
     def views():
         # what opening a long block's views allocates and frees: float32 results of a few MB
@@ -42,7 +42,7 @@ def test_idempotent_and_reported():
     assert reuse_freed_memory() == first
     if not first:
         pytest.skip("not glibc: nothing to tune")
-    from viz_core.memory import applied
+    from viz_core.capture.memory import applied
 
     assert applied() == {"block_mb": 32, "keep_mb": 256}
 

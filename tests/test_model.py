@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from viz_core.backends.base import record
-from viz_core.capture import full_pattern
+from viz_core.capture.recorder import full_pattern
 from viz_core.model import DecoderCache, Transformer, TransformerConfig
 from viz_core.model.attention import MultiHeadAttention
 from viz_core.model.masks import causal_mask, decoder_self_mask, padding_mask

@@ -14,15 +14,15 @@ import torch.nn.functional as F
 
 from viz_core.backends.base import record
 from viz_core.backends.native import NativeModel
-from viz_core.capture import full_pattern
+from viz_core.capture.recorder import full_pattern
 from viz_core.errors import CheckpointError
-from viz_core.loading import CHECKPOINTS
+from viz_core.loading.entry import CHECKPOINTS
 from viz_core.model import DecoderCache, Transformer, TransformerConfig
 from viz_core.model.attention import MultiHeadAttention
 from viz_core.model.checkpoint import load_checkpoint, save_checkpoint
 from viz_core.model.positional import apply_rope, rope_frequencies
+from viz_core.model.tokenizer import SPECIALS, Vocab
 from viz_core.model.transformer import RMSNorm
-from viz_core.tokenizer import SPECIALS, Vocab
 
 
 def tiny(kind="decoder-only", **kw) -> TransformerConfig:

@@ -12,7 +12,7 @@ import torch
 import viz_core as vc
 from viz_core.errors import CheckpointError, InputError, ModelLoadError
 from viz_core.model.checkpoint import load_checkpoint
-from viz_core.toy import save_toy, toy_model
+from viz_core.training.toy import save_toy, toy_model
 
 SENTENCES = ["the cat sat on the mat", "i see the red house", "we do not see it",
              "a big dog saw the small cat", "the dog", "you and i see the mat on the house",

@@ -1,4 +1,4 @@
-"""Order blindness (viz_core.order, Backend.trace(permute=..., positions=...)).
+"""Order blindness (viz_core.lessons.order, Backend.trace(permute=..., positions=...)).
 
 Self-attention without positions is permutation-equivariant: for every encoder model (ours,
 MiniLM, tiny BERT / RoBERTa / ALBERT / DistilBERT / Electra and T5's encoder), the shuffled
@@ -14,7 +14,7 @@ import pytest
 
 import viz_core as vc
 from viz_core.errors import InputError
-from viz_core.order import head_differences, parse_order, seeded_order, unshuffle
+from viz_core.lessons.order import head_differences, parse_order, seeded_order, unshuffle
 
 TEXT = "the cat sat on the mat because it was tired"
 

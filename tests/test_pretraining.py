@@ -1,9 +1,9 @@
-"""viz_core.pretraining against masks and corruptions worked out by hand."""
+"""viz_core.lessons.pretraining against masks and corruptions worked out by hand."""
 
 import numpy as np
 import pytest
 
-from viz_core import pretraining as pt
+from viz_core.lessons import pretraining as pt
 
 T, F = True, False
 TOKENS = "the cat sat on the mat and the dog saw a red house".split()

@@ -8,7 +8,7 @@ import pytest
 from tests.hf_tiny import make_tiny_gpt2, make_tiny_t5
 from tests.hostile_inputs import CORPUS, sendable
 from tests.test_app import no_errors, open_app
-from viz_core.toy import save_toy
+from viz_core.training.toy import save_toy
 
 SCHEMES = ["BERT masked LM", "RoBERTa dynamic masking", "Whole-word masking",
            "ERNIE entity/phrase masking", "GPT", "UniLM", "XLNet", "MASS",

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from viz_core import relative as rp
+from viz_core.lessons import relative as rp
 
 
 def test_t5_buckets_by_hand_small_config():
@@ -95,7 +95,7 @@ def test_relative_page_on_a_native_model_and_hostile_text(tmp_path):
 
     from tests.hostile_inputs import CORPUS, sendable
     from tests.test_app import no_errors, open_app
-    from viz_core.toy import save_toy
+    from viz_core.training.toy import save_toy
 
     toy = str(save_toy(tmp_path / "toy", seed=1))
     at = open_app("relative", model=toy, text="the cat sat on the mat")

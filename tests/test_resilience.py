@@ -1,4 +1,4 @@
-"""viz_core.resilience.GuardedModel: an explicit wrapper (nothing on the backend is replaced)
+"""viz_core.loading.resilience.GuardedModel: an explicit wrapper (nothing on the backend is replaced)
 that delegates the Backend API and retries a run on the CPU after a GPU out-of-memory error."""
 
 from types import SimpleNamespace
@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import viz_core as vc
-from viz_core import resilience
-from viz_core.resilience import GuardedModel, guard
+from viz_core.loading import resilience
+from viz_core.loading.resilience import GuardedModel, guard
 
 
 class FakeBackend:

@@ -1,4 +1,4 @@
-"""viz_core.rope (issue 14, item 6): RoPE frequencies and scalings against transformers' own
+"""viz_core.lessons.rope (issue 14, item 6): RoPE frequencies and scalings against transformers' own
 functions and the closed forms, the relative-position property of the 2-D picture, the
 RoFormer decay bound, a model's spec from its config, and the figures."""
 
@@ -17,8 +17,7 @@ from viz_core.figures.rope import (
     pair_rotation_figure,
     rotary_score_figure,
 )
-from viz_core.model.positional import apply_rope
-from viz_core.rope import (
+from viz_core.lessons.rope import (
     decay_bound,
     pair_demo,
     rope_frequencies,
@@ -28,6 +27,7 @@ from viz_core.rope import (
     spec_from_hf_config,
     spec_from_native_config,
 )
+from viz_core.model.positional import apply_rope
 
 SCALINGS = [
     None,

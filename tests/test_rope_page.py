@@ -8,7 +8,7 @@ import pytest
 
 from tests.hf_tiny_modern import make_tiny
 from tests.test_app import no_errors, open_app
-from viz_core.rope import rope_frequencies
+from viz_core.lessons.rope import rope_frequencies
 
 
 def figures(at) -> dict[str, dict]:

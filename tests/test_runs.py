@@ -7,9 +7,9 @@ import pytest
 from streamlit.runtime.caching.cache_type import CacheType
 from streamlit.runtime.caching.hashing import update_hash
 
-from ui import runs
-from ui.runs import BatchRequest, BeamRequest, TraceRequest, freeze_ablation
-from viz_core.toy import save_toy
+from attention_lab.ui import runs
+from attention_lab.ui.runs import BatchRequest, BeamRequest, TraceRequest, freeze_ablation
+from viz_core.training.toy import save_toy
 
 
 def streamlit_key(value) -> str:

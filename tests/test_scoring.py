@@ -1,4 +1,4 @@
-"""Scoring functions (viz_core.scoring): dot, scaled dot and additive scores against PyTorch
+"""Scoring functions (viz_core.lessons.scoring): dot, scaled dot and additive scores against PyTorch
 references and a hand-written loop, masks, seeds, and the saturation experiment against the
 closed form Var(q·k) = d_k. Figures (viz_core.figures.scoring) carry exactly these numbers."""
 
@@ -11,13 +11,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from viz_core import scoring
 from viz_core.figures.scoring import (
     draw_weights_figure,
     logit_variance_figure,
     saturation_figure,
     scoring_comparison_figure,
 )
+from viz_core.lessons import scoring
 
 
 def qk(d_k: int = 8, n: int = 6, seed: int = 3):

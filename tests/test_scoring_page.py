@@ -1,6 +1,6 @@
 """Inside a head, "Scoring functions" (AppTest): on our own models, MiniLM and tiny random GPT-2
 and T5 the section shows the three scorers on the head's own q and keys (the numbers of
-viz_core.scoring on the model's trace), the d_k slider changes the experiment, and hostile
+viz_core.lessons.scoring on the model's trace), the d_k slider changes the experiment, and hostile
 URL values are clamped, never fatal."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 import viz_core as vc
 from tests.test_app import no_errors, open_app
-from viz_core import scoring
+from viz_core.lessons import scoring
 
 TEXT = "the cat sat on the mat"
 DATES = "9 may 2018"

@@ -6,7 +6,7 @@ import json
 import pytest
 
 import viz_core as vc
-from viz_core.loading import CHECKPOINTS
+from viz_core.loading.entry import CHECKPOINTS
 from viz_core.tasks import dates, en_fr, lm
 from viz_core.tasks.common import (
     alignment_head_scores,

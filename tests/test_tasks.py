@@ -16,7 +16,7 @@ from viz_core.tasks.common import (
     translate,
     unigram_perplexity,
 )
-from viz_core.toy import toy_model
+from viz_core.training.toy import toy_model
 
 WEEKDAY_NAMES = {name.lower(): i for table in (dates.WEEKDAYS,)
                  for names in table.values() for i, name in enumerate(names)}

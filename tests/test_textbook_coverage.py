@@ -137,7 +137,7 @@ def test_relative_view_or_a_clear_message(model, model_path):
 
 @pytest.mark.parametrize("model", MODELS)
 def test_beam_bleu_against_the_sidebar_target(model, model_path):
-    from viz_core.bleu import sentence_bleu
+    from viz_core.lessons.bleu import sentence_bleu
 
     params = {"target": "le chat"} if model in ENCODER_DECODERS else {}
     at = open_app("beam", model=model_path(model), text="the cat saw the dog", beam=3,
@@ -378,7 +378,7 @@ def test_home_model_card_is_readable_on_every_kind(model, model_path):
 
 
 def test_model_card_nested_values_by_hand():
-    from viz_core.model_card import model_card_rows
+    from viz_core.loading.model_card import model_card_rows
 
     info = {"name": "lm", "kind": "decoder-only", "layers": 0, "decoder_layers": 2}
     card = {"metrics": {"n": 1000, "exact_match": 1.0}, "data_sizes": {"train": 300000},

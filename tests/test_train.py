@@ -6,7 +6,7 @@ import math
 import pytest
 
 import viz_core as vc
-from viz_core.train import lr_factor, main, train
+from viz_core.training.train import lr_factor, main, train
 
 TINY = dict(d_model=32, n_heads=2, n_layers=1, n_decoder_layers=1, d_ff=64, dropout=0.0)
 

@@ -1,10 +1,10 @@
 """Attention Lab core: models, traces, beam search, analysis and figures (no UI code)."""
 
-from .beam_tree import BeamNode, BeamTree, Hypothesis
-from .device import available_devices, pick_device
+from .capture.device import available_devices, pick_device
+from .capture.trace import AttentionTrace, BlockTrace
+from .decoding.beam_tree import BeamNode, BeamTree, Hypothesis
 from .errors import CheckpointError, InputError, ModelLoadError, VizError
-from .loading import load, shipped_models
-from .trace import AttentionTrace, BlockTrace
+from .loading.entry import load, shipped_models
 
 __all__ = [
     "AttentionTrace", "BeamNode", "BeamTree", "BlockTrace", "CheckpointError", "Hypothesis",

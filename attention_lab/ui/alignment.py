@@ -13,14 +13,14 @@ def show_alignment(sel, trace, block, head: int, key: str = "alignment") -> None
     """The head's heatmap with its argmax source per target (○), and when the model's task
     knows a reference alignment (shipped "dates" and "en-fr") the reference (+), this
     head's score against chance and the best heads of every cross-attention layer."""
-    from viz_core.alignment import (
+    from viz_core.analysis.alignment import (
         DESCRIPTIONS,
         chance_score,
         fits,
         head_scores,
         reference_alignment,
     )
-    from viz_core.analysis import alignment_scores
+    from viz_core.analysis.heads import alignment_scores
     from viz_core.figures.aggregates import alignment_figure
 
     if block.kind != "decoder.cross":

@@ -12,8 +12,8 @@ def show_nbest_bleu(tree, reference: str | None, key: str = "nbest_bleu",
     """Table of the n-best with BLEU, p1..p4, BP and per-token log-probs, the definition,
     and a chart of the log-probs. Returns the rows (for a CSV download). scorable=False: the
     model takes no target (decoder-only), so the caption says BLEU does not apply."""
-    from viz_core.bleu import DEFINITION, nbest_bleu_rows
     from viz_core.figures.bleu import token_logprob_figure
+    from viz_core.lessons.bleu import DEFINITION, nbest_bleu_rows
 
     rows = nbest_bleu_rows(tree, reference)
     st.dataframe(rows, hide_index=True, width="stretch", key=key)

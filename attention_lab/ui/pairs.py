@@ -1,6 +1,6 @@
 """Cached runs with a second sentence (encoder-only models), shared by every session.
 
-ui.runs.TraceRequest has no `pair` field yet; until it has, this keeps its own small cache
+attention_lab.ui.runs.TraceRequest has no `pair` field yet; until it has, this keeps its own small cache
 keyed by (model, device, text, pair). Pages must not modify what they get from here.
 """
 
@@ -21,7 +21,7 @@ def _pair_trace(name: str, device: str, text: str, pair: str | None):
 
 @st.cache_resource(max_entries=CACHE, show_spinner=False)
 def _parts(name: str, device: str, text: str, pair: str | None):
-    from viz_core.embeddings import embedding_parts
+    from viz_core.lessons.embeddings import embedding_parts
 
     return embedding_parts(get_model(name, device), text, pair)
 

@@ -171,7 +171,7 @@ def with_precision(device: str, dtype: str) -> str:
 @st.cache_data(max_entries=64, show_spinner=False)
 def model_footprint(name: str, device: str) -> str | None:
     """"22.7 M parameters, 87 MB at float32" from safetensors headers, before loading."""
-    from viz_core.footprint import estimate
+    from viz_core.loading.footprint import estimate
 
     dev, _, dtype = device.partition("/")
     fp = estimate(name, dtype or "auto", dev)
@@ -255,14 +255,14 @@ def get_batch(request: BatchRequest):
 
 @st.cache_data(max_entries=TRACE_CACHE, show_spinner=False)
 def head_stats(request: TraceRequest):
-    from viz_core.analysis import head_stats as stats
+    from viz_core.analysis.heads import head_stats as stats
 
     return stats(get_trace(request))
 
 
 @st.cache_data(max_entries=TRACE_CACHE, show_spinner=False)
 def head_similarity(request: TraceRequest, block_kind: str):
-    from viz_core.analysis import cluster_order, js_divergence_matrix, trace_head_patterns
+    from viz_core.analysis.heads import cluster_order, js_divergence_matrix, trace_head_patterns
 
     patterns, labels = trace_head_patterns(get_trace(request), block_kind)
     matrix, labels = js_divergence_matrix(patterns, labels)

@@ -10,20 +10,13 @@ import streamlit as st
 from streamlit import config
 
 import viz_core as vc
-from viz_core.loading import CHECKPOINTS
-from viz_core.policy import BUILTIN_HF, Policy, set_default_policy
+from viz_core.loading.entry import CHECKPOINTS
+from viz_core.loading.policy import BUILTIN_HF, Policy, set_default_policy
 
 from . import state
 from .charts import IMAGE_FORMATS
 from .errors import literal, log, reported
-from .runs import (
-    PRECISIONS,
-    TraceRequest,
-    get_model,
-    model_footprint,
-    run_trace,
-    with_precision,
-)
+from .runs import PRECISIONS, TraceRequest, get_model, model_footprint, run_trace, with_precision
 
 MINILM = "minilm"
 CUSTOM = "Other (path or Hub id)…"

@@ -22,7 +22,7 @@ import re
 
 import numpy as np
 
-from .analysis import alignment_score, gold_sets
+from .heads import alignment_score, gold_sets
 
 CONVENTIONS = {"predicting": 0, "input": 1}
 MODELS = ("dates", "en-fr")  # the shipped models with a reference alignment
@@ -45,8 +45,8 @@ def reference_alignment(model_name: str, source: str, output: str,
 
 def _dates(source: str, output: str) -> list[tuple[int, int]] | None:
     """(output character, input character): dates are character-level models."""
-    from .tasks.common import Pair
-    from .tasks.dates import year_alignment
+    from ..tasks.common import Pair
+    from ..tasks.dates import year_alignment
 
     try:
         return year_alignment(Pair(source, output), "all")
@@ -57,9 +57,9 @@ def _dates(source: str, output: str) -> list[tuple[int, int]] | None:
 def _en_fr(source: str, output: str) -> list[tuple[int, int]] | None:
     """(output token, source token) for the word-level en-fr model, tokenised as its
     vocabularies do (tokenizer.Vocab: lowercase, words and punctuation apart)."""
-    from .tasks.common import Pair
-    from .tasks.en_fr import word_alignment
-    from .tokenizer import SPECIALS, Vocab
+    from ..model.tokenizer import SPECIALS, Vocab
+    from ..tasks.common import Pair
+    from ..tasks.en_fr import word_alignment
 
     split = Vocab(list(SPECIALS), "word", lowercase=True).split
     src, out = split(source), split(output)

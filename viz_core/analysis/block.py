@@ -9,7 +9,7 @@ from and adds to; its size per layer, and how much each sublayer adds, say which
 change the representation most.
 
 Everything here is a pure function of the trace's tensors (torch in, numpy out), so the same
-code serves our own models and every Hugging Face family (see viz_core.capture.STREAM_POINTS
+code serves our own models and every Hugging Face family (see viz_core.capture.recorder.STREAM_POINTS
 for the points and where each family's come from).
 """
 
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .capture import STREAM_POINTS
-from .trace import to_numpy
+from ..capture.recorder import STREAM_POINTS
+from ..capture.trace import to_numpy
 
 SUBLAYERS = ("self", "cross", "ffn")
 SUBLAYER_LABELS = {"self": "self-attention", "cross": "cross-attention", "ffn": "feed-forward"}

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .trace import AttentionTrace
+from ..capture.trace import AttentionTrace
 
 SPECIAL_TOKENS = frozenset(
     {"[CLS]", "[SEP]", "[PAD]", "[MASK]", "[UNK]", "<bos>", "<eos>", "<pad>", "<unk>",

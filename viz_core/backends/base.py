@@ -13,9 +13,9 @@ from typing import Any
 
 import torch
 
-from ..capture import Recorder, recording
-from ..residency import DeviceBudget
-from ..trace import AttentionTrace, BlockTrace, HeadSource, to_numpy
+from ..capture.recorder import Recorder, recording
+from ..capture.residency import DeviceBudget
+from ..capture.trace import AttentionTrace, BlockTrace, HeadSource, to_numpy
 
 __all__ = ["Backend", "block_filter", "block_layout", "blocks_from_records", "record",
            "permuted", "right_pad", "stream_from_records", "to_numpy"]
@@ -24,7 +24,7 @@ ARCHITECTURES = ("encoder-decoder", "decoder-only", "encoder-only")
 # What a trace can keep besides q and k (always kept: every pattern and score needs them).
 CAPTURE_ALL = ("q", "k", "v", "scores", "pattern", "z")
 # Asked for by name only (not in CAPTURE_ALL): the residual stream and every sublayer's
-# output and norms, [T, d_model] per point and layer (viz_core.capture.STREAM_POINTS).
+# output and norms, [T, d_model] per point and layer (viz_core.capture.recorder.STREAM_POINTS).
 STREAM = "stream"
 AUTO_CHECK_TOKENS = 1024  # the automatic faithfulness check reads at most this much input
 

@@ -3,7 +3,7 @@
 An adapter holds everything that differs between families: where the attention modules are
 (their calls become blocks ``encoder.{i}.self``, ``decoder.{i}.self``, ``decoder.{i}.cross``),
 the architecture, the positional scheme and table, the longest input, tokenizer quirks and
-example texts. Capture itself is the same for all (viz_core.capture). An unknown model_type
+example texts. Capture itself is the same for all (viz_core.capture.recorder). An unknown model_type
 fails with a message naming the supported ones; nothing is guessed.
 
 Adding a family: write an adapter (usually a few lines, subclassing the closest one),
@@ -40,7 +40,7 @@ class Family:
     # x = x + Norm(f(x)) (OLMo 2).
     norm_placement: str = "post"
 
-    # Stream points (viz_core.capture.STREAM_POINTS) -> module path inside one layer.
+    # Stream points (viz_core.capture.recorder.STREAM_POINTS) -> module path inside one layer.
     STREAM = {"self": "attention.output.dense", "self.norm": "attention.output.LayerNorm",
               "ffn": "output.dense", "ffn.norm": "output.LayerNorm"}
 

@@ -1,9 +1,9 @@
 """Backend for Hugging Face models: every family in viz_core.backends.families.
 
-Models are loaded with attn_implementation="attention_lab" (viz_core.capture): each attention
+Models are loaded with attn_implementation="attention_lab" (viz_core.capture.recorder): each attention
 call goes through our function, which computes the output with SDPA and, when the running
 call records, keeps q, k, v after rotary embeddings, the model's real mask, T5's position bias
-and any softcap. A trace is built from those records lazily (viz_core.trace); head ablation
+and any softcap. A trace is built from those records lazily (viz_core.capture.trace); head ablation
 goes through the same function. What differs between families is in their adapter
 (families.py); this module is the same for all of them.
 
@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import torch
 
-from ..capture import Recorder, call_names, install_stream_hooks, recording
+from ..capture.recorder import Recorder, call_names, install_stream_hooks, recording
+from ..capture.trace import AttentionTrace
 from ..decoding.steppers import HFStepper
 from ..errors import InputError
-from ..trace import AttentionTrace
 from .base import (
     CAPTURE_ALL,
     Backend,

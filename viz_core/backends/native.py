@@ -6,14 +6,14 @@ from pathlib import Path
 
 import torch
 
-from ..capture import Recorder, last_query_pattern, recording
+from ..capture.device import pick_device, pick_dtype
+from ..capture.recorder import Recorder, last_query_pattern, recording
+from ..capture.trace import AttentionTrace, to_numpy
 from ..decoding.greedy import greedy_batch
-from ..device import pick_device, pick_dtype
 from ..errors import InputError
 from ..model.checkpoint import load_checkpoint
+from ..model.tokenizer import BOS, EOS, Vocab
 from ..model.transformer import DecoderCache, Transformer
-from ..tokenizer import BOS, EOS, Vocab
-from ..trace import AttentionTrace, to_numpy
 from .base import (
     CAPTURE_ALL,
     Backend,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .errors import InputError
+from ..errors import InputError
 
 
 def available_devices() -> list[str]:
@@ -42,7 +42,7 @@ def pick_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.d
     """"auto"/None -> bfloat16 on a GPU, float32 elsewhere; or a name from DTYPES.
 
     Only the weights and activations use it: softmax and every captured pattern and score are
-    computed in float32 whatever the weights' dtype (viz_core.capture).
+    computed in float32 whatever the weights' dtype (viz_core.capture.recorder).
     """
     if isinstance(dtype, torch.dtype):
         return dtype

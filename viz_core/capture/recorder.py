@@ -15,7 +15,7 @@ so a traced forward costs about what an untraced one does. When the running call
 ``Recorder`` (a ContextVar: per thread and per call, so concurrent sessions never see each
 other's), the call also keeps references to q, k, (v), the mask and the output z. Nothing
 N x N is built here: patterns and scores are computed later, on first read, by
-``viz_core.trace`` with the functions at the end of this module. Head ablation goes through
+``viz_core.capture.trace`` with the functions at the end of this module. Head ablation goes through
 the same function: the recorder names heads whose output is zeroed.
 
 Mask convention (docs/ARCHITECTURE.md): bool, True = this query may NOT attend to this key.
@@ -385,7 +385,7 @@ def _transformers_own(module, query, key, value, attention_mask, dropout, scalin
 
 def full_pattern(rec: Record, what: str = "pattern") -> torch.Tensor:
     """float32 (B, H, Tq, Tk): every head's pattern (or scores) of a record, all at once.
-    For tests and small inputs; the views use viz_core.trace's lazy, chunked reads."""
+    For tests and small inputs; the views use viz_core.capture.trace's lazy, chunked reads."""
     k = _repeat(rec.k, rec.q.shape[1] // rec.k.shape[1])
     s = scores_of(rec.q, k, rec.scaling, rec.bias, rec.softcap)
     if what == "scores":

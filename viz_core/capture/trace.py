@@ -4,7 +4,7 @@ A trace is created fresh by every call of ``model.trace(...)`` and never stored 
 so one shared model object can serve many browser sessions at once.
 
 A block keeps what its attention call really used (q, k, v after rotary embeddings, per
-key/value head, the model's own mask, any bias and softcap; see viz_core.capture) on the
+key/value head, the model's own mask, any bias and softcap; see viz_core.capture.recorder) on the
 model's device. Nothing N x N exists until a view asks for it:
 
 - ``block.head(h)``: float32 [q, k] of one head, computed alone;
@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .capture import MaskSpec, Record, scores_of, softmax_rows
+from .recorder import MaskSpec, Record, scores_of, softmax_rows
 
 CHUNK_BYTES = 64 << 20  # float32 scores computed per chunk (heads x rows x keys)
 
@@ -462,7 +462,7 @@ class AttentionTrace:
     faithfulness: float | None = None
     faithfulness_tokens: int | None = None
     # Only when the run was asked for capture "stream": {layer ("encoder.0"): {point: tensor
-    # (T, d_model) on the model's device}}, points as in viz_core.capture.STREAM_POINTS.
+    # (T, d_model) on the model's device}}, points as in viz_core.capture.recorder.STREAM_POINTS.
     stream: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)
     # Only for a run with ``permute``: the original position of each source position.
     source_order: list[int] | None = None

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 
-from ..beam_tree import BeamTree
 from ..errors import InputError
+from .beam_tree import BeamTree
 from .search import NEG, attention_key_labels, make_tree, run_search
 from .steppers import HFStepper, Stepper
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import torch
 
-from ..beam_tree import BeamNode, BeamTree, Hypothesis
+from .beam_tree import BeamNode, BeamTree, Hypothesis
 from .steppers import Stepper
 
 NEG = -1.0e9  # HF's "impossible" score

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import torch
 
-from ..capture import Recorder, last_query_pattern, recording
+from ..capture.recorder import Recorder, last_query_pattern, recording
 
 
 class Stepper(Protocol):
@@ -65,7 +65,7 @@ def newest_attention(rec: Recorder, names: list[str]) -> torch.Tensor:
 class HFStepper:
     """A Hugging Face generative model: encoder outputs once, the model's own Cache object
     (reordered with reorder_cache, as generate does); the attention of the newest position is
-computed from the q and k the attention interface recorded (viz_core.capture).
+computed from the q and k the attention interface recorded (viz_core.capture.recorder).
 
     The logits processors `generate` would build from the model's generation config
     (forced EOS at max length, bad words, no-repeat n-grams, ...) are applied to the

@@ -1,5 +1,5 @@
 """Figures over many heads: mean/max over heads, attention rollout, head similarity,
-per-head statistics and cross-attention alignment. The numbers come from viz_core.analysis.
+per-head statistics and cross-attention alignment. The numbers come from viz_core.analysis.heads.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .. import analysis
-from ..trace import AttentionTrace, BlockTrace
+from ..analysis import heads as analysis
+from ..capture.trace import AttentionTrace, BlockTrace
 from .common import base_layout, f32
 from .heatmap import (
     EXACT_MAX_TOKENS,

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from ..beam_tree import BeamNode, BeamTree
+from ..decoding.beam_tree import BeamNode, BeamTree
 from .common import base_layout, plot_text
 
 STATUS_STYLE = {  # colour, symbol, size: status must read without colour too

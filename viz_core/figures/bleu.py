@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from ..bleu import token_logprobs
+from ..lessons.bleu import token_logprobs
 from .common import base_layout, f32, plot_text
 
 

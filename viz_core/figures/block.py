@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from ..block import SUBLAYER_LABELS, LayerRow
+from ..analysis.block import SUBLAYER_LABELS, LayerRow
 from .common import base_layout, f32
 from .heatmap import matrix_heatmap
 

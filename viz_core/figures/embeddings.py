@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from ..embeddings import EmbeddingParts, segment_runs
+from ..lessons.embeddings import EmbeddingParts, segment_runs
 from .common import SCORE_COLORSCALE, base_layout, f32, plot_text, unique_labels
 from .heatmap import matrix_heatmap
 

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 import numpy as np
 import plotly.graph_objects as go
 
-from ..trace import AttentionTrace, BlockTrace
+from ..capture.trace import AttentionTrace, BlockTrace
 from .common import WEIGHT_COLORSCALE, base_layout, f32, pool2d
 
 THUMBNAIL = 64  # thumbnail side: overview size of every block in the grid

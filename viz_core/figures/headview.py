@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from ..trace import BlockTrace
+from ..capture.trace import BlockTrace
 from .common import base_layout, f32, plot_text
 
 HEAD_COLORS = (

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from ..trace import BlockTrace
+from ..capture.trace import BlockTrace
 from .common import (
     BLOCKED_COLOR,
     BLOCKED_NOTE,

@@ -18,16 +18,9 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from ..analysis import masked_softmax
-from ..trace import BlockTrace
-from .common import (
-    BLOCKED_COLOR,
-    SCORE_COLORSCALE,
-    base_layout,
-    f32,
-    token_axis,
-    unique_labels,
-)
+from ..analysis.heads import masked_softmax
+from ..capture.trace import BlockTrace
+from .common import BLOCKED_COLOR, SCORE_COLORSCALE, base_layout, f32, token_axis, unique_labels
 
 
 def head_internals(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None,

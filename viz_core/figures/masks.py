@@ -15,7 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..analysis import masked_softmax
+from ..analysis.heads import masked_softmax
 from .common import (
     BLOCKED_COLOR,
     SCORE_COLORSCALE,

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from ..positions import sin_cos_labels
+from ..lessons.positions import sin_cos_labels
 from .common import SCORE_COLORSCALE, base_layout, f32, plot_text
 from .heatmap import MAX_CELLS_SIGNED, matrix_heatmap
 

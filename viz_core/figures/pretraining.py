@@ -1,10 +1,10 @@
-"""Figures and tables for viz_core.pretraining objectives (masks side by side)."""
+"""Figures and tables for viz_core.lessons.pretraining objectives (masks side by side)."""
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from ..pretraining import Objective
+from ..lessons.pretraining import Objective
 from .masks import mask_panels
 
 

@@ -1,7 +1,7 @@
 """Rotary position embeddings (RoPE): frequencies, rotation angles, the 2-D picture of one
 query/key pair, q.k by relative position, and the long-range decay bound.
 
-numpy in, plotly figure out; the numbers come from viz_core.rope (pure functions).
+numpy in, plotly figure out; the numbers come from viz_core.lessons.rope (pure functions).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from ..rope import PairDemo, RopeSpec, rotation_angles, wavelengths
+from ..lessons.rope import PairDemo, RopeSpec, rotation_angles, wavelengths
 from .common import SCORE_COLORSCALE, base_layout, f32
 from .heatmap import MAX_CELLS_SIGNED, matrix_heatmap
 

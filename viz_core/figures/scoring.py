@@ -1,4 +1,4 @@
-"""Scoring-function figures (viz_core.scoring): dot, scaled dot and additive scores of one query
+"""Scoring-function figures (viz_core.lessons.scoring): dot, scaled dot and additive scores of one query
 side by side with their softmax weights, and the saturation experiment over d_k.
 
 Numpy arrays in, plotly figures out; every array goes in as float32 (common.f32).
@@ -12,7 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..scoring import SCORER_LABELS, STATS
+from ..lessons.scoring import SCORER_LABELS, STATS
 from .common import BLOCKED_COLOR, base_layout, f32, token_axis, unique_labels
 
 SCORER_COLORS = {"dot": "#d0542c", "scaled": "#3b6fb6", "additive": "#3a9a5b"}

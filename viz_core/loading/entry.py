@@ -2,42 +2,20 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
-from .errors import ModelLoadError
+from ..errors import ModelLoadError
 from .policy import BUILTIN_HF, Policy, current_policy
 from .resilience import guard
-
-CHECKPOINTS = Path(__file__).resolve().parent.parent / "checkpoints"
-
-
-def shipped_models() -> list[str]:
-    """Names of the checkpoints shipped in checkpoints/ (each a dir with config.json)."""
-    if not CHECKPOINTS.is_dir():
-        return []
-    return sorted(p.name for p in CHECKPOINTS.iterdir() if (p / "config.json").is_file()
-                  and (p / "vocab.json").is_file())
-
-
-def is_native_dir(path: Path) -> bool:
-    """config.json + vocab.json, and not a Hugging Face folder (Marian, GPT-2 and BART
-    tokenizers also write vocab.json; every HF config.json has "model_type", ours never)."""
-    if not ((path / "config.json").is_file() and (path / "vocab.json").is_file()):
-        return False
-    try:
-        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return True  # let the native loader report the broken file
-    return not (isinstance(config, dict) and "model_type" in config)
+from .shipped import CHECKPOINTS, is_native_dir, shipped_models
 
 
 def load(name_or_path: str, device: str = "auto", policy: Policy | None = None,
          dtype: str = "auto"):
     """Load a model by shipped name ("en-fr"), checkpoint dir, "minilm", HF dir or Hub id.
 
-    policy: the deployment policy (default: viz_core.policy.current_policy(), i.e. the
+    policy: the deployment policy (default: viz_core.loading.policy.current_policy(), i.e. the
     ATTENTION_LAB_* environment variables); names are checked before anything is read and
     sizes before anything is allocated. The model comes back with the GPU-OOM fallback.
     dtype: "auto" (bfloat16 on a GPU, float32 on a CPU), "float32", "bfloat16" or "float16";
@@ -49,7 +27,7 @@ def load(name_or_path: str, device: str = "auto", policy: Policy | None = None,
     if "\x00" in name or any(0xD800 <= ord(c) <= 0xDFFF for c in name):
         raise ModelLoadError("The model name contains characters no path or id can have.")
     policy = policy or current_policy()
-    from .backends.native import NativeModel
+    from ..backends.native import NativeModel
 
     shipped = shipped_models()
     policy.check_name(name, builtin=name in shipped or name.lower() in BUILTIN_HF)
@@ -61,7 +39,7 @@ def load(name_or_path: str, device: str = "auto", policy: Policy | None = None,
         _check_native_size(policy, name, path)
         return guard(NativeModel.from_dir(path, device, dtype=dtype))
     try:
-        from .backends.hf_load import load_hf
+        from .hf import load_hf
     except ImportError as err:  # the Hugging Face backend is optional at import time
         raise ModelLoadError(f"Cannot load {name!r}: Hugging Face support unavailable ({err})"
                              ) from err
@@ -76,8 +54,8 @@ def _check_native_size(policy: Policy, name: str, path: Path) -> None:
     """Our checkpoints: weights file size and the config's parameter estimate, before loading."""
     if policy.max_model_mb is None and policy.max_parameters is None:
         return
-    from .model.checkpoint import CONFIG, _read_json
-    from .model.config import TransformerConfig
+    from ..model.checkpoint import CONFIG, _read_json
+    from ..model.config import TransformerConfig
 
     cfg = TransformerConfig.from_dict(_read_json(path / CONFIG, "model config"))
     policy.check_folder(name, path)

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import torch
 
-from .device import pick_device, pick_dtype
-from .errors import ModelLoadError
+from ..capture.device import pick_device, pick_dtype
+from ..errors import ModelLoadError
 from .policy import safetensors_parameters
 
 HEADROOM = 0.85  # of free memory the weights may take: activations and traces need the rest
@@ -41,7 +41,7 @@ class Footprint:
 
 def weights_folder(name: str) -> Path | None:
     """The folder holding a model's safetensors files, without loading anything."""
-    from .loading import CHECKPOINTS, shipped_models
+    from .shipped import CHECKPOINTS, shipped_models
 
     if name in shipped_models():
         return CHECKPOINTS / name

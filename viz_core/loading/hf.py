@@ -1,6 +1,6 @@
 """Loading Hugging Face models for the HF backend: "minilm", local folders and Hub ids.
 
-Always ``attn_implementation="attention_lab"`` (viz_core.capture: SDPA for the output, our
+Always ``attn_implementation="attention_lab"`` (viz_core.capture.recorder: SDPA for the output, our
 recording of q, k, v and the mask), ``trust_remote_code=False`` and safetensors weights only (nothing a user points us at is
 unpickled). Every failure becomes a ModelLoadError whose message names what was asked for.
 """
@@ -11,12 +11,12 @@ import os
 import re
 from pathlib import Path
 
-from ..capture import register_with_transformers
-from ..device import pick_device, pick_dtype
+from ..backends.families import family_for
+from ..backends.hf import HFModel
+from ..capture.device import pick_device, pick_dtype
+from ..capture.recorder import register_with_transformers
 from ..errors import ModelLoadError
-from ..footprint import estimate, free_memory, placement
-from .families import family_for
-from .hf import HFModel
+from .footprint import estimate, free_memory, placement
 
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
 

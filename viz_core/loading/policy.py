@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ModelLoadError
+from ..errors import ModelLoadError
 
 ENV_PREFIX = "ATTENTION_LAB_"
 KEYS = ("ALLOWED_MODELS", "ALLOW_LOCAL_PATHS", "ALLOW_HUB", "MAX_MODEL_MB", "MAX_PARAMETERS")

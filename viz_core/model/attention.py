@@ -4,7 +4,7 @@
     MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O,  head_i = Attention(Q W_i^Q, ...)
 
 The projections and the head split live here; the attention itself is
-``viz_core.capture.attend``, the one function every model we show goes through: it runs
+``viz_core.capture.recorder.attend``, the one function every model we show goes through: it runs
 PyTorch's SDPA kernel and, when the running call records, keeps q, k, v and the mask so the
 views can compute patterns later (the written-out formula is ``capture.scores_of`` /
 ``capture.softmax_rows``). Nothing is ever stored on the module.
@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..capture import MaskSpec, attend, positions_on
+from ..capture.recorder import MaskSpec, attend, positions_on
 from .positional import apply_rope
 
 

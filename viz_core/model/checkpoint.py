@@ -14,8 +14,8 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from ..errors import CheckpointError
-from ..tokenizer import Vocab
 from .config import TransformerConfig
+from .tokenizer import Vocab
 from .transformer import Transformer
 
 WEIGHTS, CONFIG, VOCAB, CARD = "model.safetensors", "config.json", "vocab.json", "card.json"

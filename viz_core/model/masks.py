@@ -6,7 +6,7 @@
 - a decoder's self-attention uses their union.
 
 The model itself passes masks to attention in their cheapest form (a key-padding vector and
-a causal flag, see viz_core.capture.MaskSpec, the one place that expands them); these
+a causal flag, see viz_core.capture.recorder.MaskSpec, the one place that expands them); these
 helpers give the dense [q, k] matrices for views and tests.
 """
 

@@ -11,7 +11,7 @@ LayerNorm, grouped-query attention (n_kv_heads) and rotary positions (positional
 table on the embeddings; q and k of each self-attention rotated, see attention.py).
 
 Nothing captured is ever stored on a module: key/value caches are objects passed in by the
-caller and returned to it, and capture goes through viz_core.capture (a per-call recorder).
+caller and returned to it, and capture goes through viz_core.capture.recorder (a per-call recorder).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import math
 import torch
 from torch import nn
 
-from ..capture import note, positions_on
+from ..capture.recorder import note, positions_on
 from .attention import MultiHeadAttention
 from .config import TransformerConfig
 from .masks import key_padding
@@ -81,7 +81,7 @@ class SublayerConnection(nn.Module):
         """sublayer(h) returns (output, extra); extra (a kv pair) is passed through.
 
         layer ("encoder.0") and kind ("self", "cross", "ffn") name the stream points this
-        sublayer offers a recording call (viz_core.capture.note): its output before dropout
+        sublayer offers a recording call (viz_core.capture.recorder.note): its output before dropout
         and the residual add, and its norm's output.
         """
         if self.norm_first:

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import torch
 
 from ..decoding.greedy import greedy_batch, pad_batch  # noqa: F401  (tasks re-export)
+from ..model.tokenizer import Vocab
 from ..model.transformer import Transformer
-from ..tokenizer import Vocab
 
 TEST_PERCENT = 5  # share of all possible sources reserved for the held-out set
 

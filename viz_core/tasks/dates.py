@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import random
 
-from ..tokenizer import Vocab
+from ..model.tokenizer import Vocab
 from .common import Pair, make_split
 
 NAME = "dates"
@@ -28,7 +28,7 @@ GENERATOR_VERSION = "dates-1"
 DESCRIPTION = "Date normalisation: English/French/German dates -> ISO 2018-05-09 (characters)"
 EXAMPLES = ["saturday 9 may 2015", "9/5/18", "May 9th, 2018", "le 9 mai 2018",
             "Samstag, 9. Mai 2015", "2018.05.09"]
-# Model and training defaults of `python -m viz_core.train --task dates`.
+# Model and training defaults of `python -m viz_core.training.train --task dates`.
 DEFAULTS = dict(d_model=64, n_heads=4, n_layers=2, n_decoder_layers=2, d_ff=128, dropout=0.05,
                 max_len=64, steps=3500, batch_size=64, lr=2e-3, warmup=200,
                 n_train=200_000, n_test=1000)

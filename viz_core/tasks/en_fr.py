@@ -25,7 +25,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from ..tokenizer import Vocab
+from ..model.tokenizer import Vocab
 from .common import Pair, make_split
 
 NAME = "en-fr"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 
-from ..tokenizer import Vocab
+from ..model.tokenizer import Vocab
 from . import en_fr
 from .common import Pair, lm_perplexity, make_split, unigram_perplexity
 

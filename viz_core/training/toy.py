@@ -6,11 +6,11 @@ from pathlib import Path
 
 import torch
 
-from .backends.native import NativeModel
-from .model.checkpoint import save_checkpoint
-from .model.config import TransformerConfig
-from .model.transformer import Transformer
-from .tokenizer import SPECIALS, Vocab
+from ..backends.native import NativeModel
+from ..model.checkpoint import save_checkpoint
+from ..model.config import TransformerConfig
+from ..model.tokenizer import SPECIALS, Vocab
+from ..model.transformer import Transformer
 
 WORDS = ("the a cat dog sat saw on mat red big small house i you we see it not do and "
          "le la chat chien voit sur tapis rouge grand petit maison je tu nous vois pas").split()

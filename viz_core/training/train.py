@@ -1,9 +1,9 @@
 """Train a demo model on one of our generated tasks and write a checkpoint dir.
 
-    python -m viz_core.train --task dates --out checkpoints/dates
-    python -m viz_core.train --task en-fr --out checkpoints/en-fr --steps 6000
-    python -m viz_core.train --task lm --out checkpoints/lm
-    python -m viz_core.train --task lm --out checkpoints/lm-rope --name lm-rope \
+    python -m viz_core.training.train --task dates --out checkpoints/dates
+    python -m viz_core.training.train --task en-fr --out checkpoints/en-fr --steps 6000
+    python -m viz_core.training.train --task lm --out checkpoints/lm
+    python -m viz_core.training.train --task lm --out checkpoints/lm-rope --name lm-rope \
         --positional rope --kv-heads 2 --norm rmsnorm --compare checkpoints/lm
 
 AdamW with linear warm-up then cosine decay (over the steps, or over --max-minutes when
@@ -25,11 +25,11 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from .model.checkpoint import load_checkpoint, save_checkpoint
-from .model.config import TransformerConfig
-from .model.transformer import Transformer
-from .tasks import get_task
-from .tasks.common import pad_batch
+from ..model.checkpoint import load_checkpoint, save_checkpoint
+from ..model.config import TransformerConfig
+from ..model.transformer import Transformer
+from ..tasks import get_task
+from ..tasks.common import pad_batch
 
 MODEL_FIELDS = ("d_model", "n_heads", "n_layers", "n_decoder_layers", "d_ff", "dropout",
                 "max_len", "norm_first", "positional", "n_kv_heads", "norm", "rope_base")
