@@ -14,6 +14,7 @@ from attention_lab.ui.charts import chart
 from attention_lab.ui.controls import KIND_LABELS
 from attention_lab.ui.errors import reported
 from attention_lab.ui.page import selection
+from attention_lab.ui.sidebar import deployment_policy
 from viz_core.atlas import ROLE_LABELS, ROLES, is_atlas, load_atlas
 from viz_core.atlas.figures import (
     LABELS,
@@ -24,7 +25,6 @@ from viz_core.atlas.figures import (
     top_table,
 )
 from viz_core.atlas.launch import atlas_home, launch, new_run_dir, recent_runs
-from viz_core.loading.policy import current_policy
 
 MAX_RUN = 5000  # examples a run started from the page may take
 
@@ -102,7 +102,7 @@ if not path:
             "(`python -m viz_core.atlas --model NAME --data FILE --out DIR`).")
     st.stop()
 folder = Path(path).expanduser()
-if not current_policy().allow_local_paths and home.resolve() not in folder.resolve().parents:
+if not deployment_policy().allow_local_paths and home.resolve() not in folder.resolve().parents:
     st.error(f"This deployment opens only atlases under {home}.")
     st.stop()
 if not is_atlas(folder):

@@ -20,8 +20,8 @@ from attention_lab.ui.runs import (
     has_scores,
     run_trace,
 )
+from viz_core import trace_json, trace_npz
 from viz_core.analysis import heads as analysis
-from viz_core.capture.export import trace_json, trace_npz
 from viz_core.figures.aggregates import block_aggregate_heatmap, rollout_bytes, rollout_figure
 from viz_core.figures.grid import blocks_grid, selected_cell
 from viz_core.figures.headview import HEADVIEW_MAX, HEADVIEW_WINDOW, block_head_view

@@ -10,7 +10,7 @@ from attention_lab.ui.errors import literal, reported
 from attention_lab.ui.page import selection, show_trace_messages
 from attention_lab.ui.runs import TraceRequest, get_model, get_trace
 from attention_lab.ui.sidebar import model_choices
-from viz_core.capture.export import npz_bytes
+from viz_core import npz_bytes
 from viz_core.figures.heatmap import block_heatmap, matrix_heatmap
 
 sel = selection()

@@ -3,8 +3,8 @@
 import streamlit as st
 
 from attention_lab.ui.errors import literal
+from attention_lab.ui.model_card import model_card_rows, model_metrics
 from attention_lab.ui.page import selection
-from viz_core.loading.model_card import model_card_rows, model_metrics
 
 sel = selection()
 st.title("Attention Lab")

@@ -8,7 +8,7 @@ from attention_lab.ui.charts import chart, download
 from attention_lab.ui.controls import bounded_int, pick_head
 from attention_lab.ui.errors import literal
 from attention_lab.ui.page import selection, show_trace_messages
-from viz_core.capture.export import npz_bytes
+from viz_core import npz_bytes
 from viz_core.figures.common import choice_labels
 from viz_core.figures.inside import block_inside_head, head_internals
 from viz_core.figures.scoring import (

@@ -7,7 +7,7 @@ from attention_lab.ui.charts import chart, download
 from attention_lab.ui.controls import bounded_int
 from attention_lab.ui.page import selection, show_trace_messages
 from attention_lab.ui.runs import BatchRequest, get_batch
-from viz_core.capture.export import npz_bytes
+from viz_core import npz_bytes
 from viz_core.figures.masks import (
     batch_masks_figure,
     layer_masks_figure,

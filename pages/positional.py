@@ -8,7 +8,7 @@ from attention_lab.ui import state
 from attention_lab.ui.charts import chart, download
 from attention_lab.ui.controls import bounded_int
 from attention_lab.ui.page import selection, show_trace_messages
-from viz_core.capture.export import npz_bytes
+from viz_core import npz_bytes
 from viz_core.figures.positional import (
     positional_curves,
     positional_heatmap,

@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 
+from attention_lab.ui.model_card import model_card_rows, model_metrics
 from tests.hf_tiny import make_tiny_bart, make_tiny_gpt2, make_tiny_marian, make_tiny_roberta
 from tests.test_app import no_errors, open_app
 from viz_core.figures.masks import pad_columns, real_length
@@ -20,7 +21,6 @@ from viz_core.lessons.positions import (
     sinusoid_layout,
     whole_table,
 )
-from viz_core.loading.model_card import model_card_rows, model_metrics
 from viz_core.training.toy import save_toy
 
 T, F = True, False

@@ -378,7 +378,7 @@ def test_home_model_card_is_readable_on_every_kind(model, model_path):
 
 
 def test_model_card_nested_values_by_hand():
-    from viz_core.loading.model_card import model_card_rows
+    from attention_lab.ui.model_card import model_card_rows
 
     info = {"name": "lm", "kind": "decoder-only", "layers": 0, "decoder_layers": 2}
     card = {"metrics": {"n": 1000, "exact_match": 1.0}, "data_sizes": {"train": 300000},

@@ -5,13 +5,13 @@ per-head statistics and cross-attention alignment. The numbers come from viz_cor
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
 from ..analysis import heads as analysis
-from ..capture.trace import AttentionTrace, BlockTrace
 from .common import base_layout, f32
 from .heatmap import (
     EXACT_MAX_TOKENS,
@@ -21,6 +21,9 @@ from .heatmap import (
     matrix_heatmap,
     pooled_heatmap,
 )
+
+if TYPE_CHECKING:  # type hints only: figures read traces, they never capture
+    from ..capture.trace import AttentionTrace, BlockTrace
 
 
 def aggregate_heatmap(pattern: np.ndarray, query_tokens: Sequence[str],

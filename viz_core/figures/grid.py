@@ -21,12 +21,15 @@ fixed [0, 1] scale every thumbnail would be white.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 import plotly.graph_objects as go
 
-from ..capture.trace import AttentionTrace, BlockTrace
 from .common import WEIGHT_COLORSCALE, base_layout, f32, pool2d
+
+if TYPE_CHECKING:  # type hints only: figures read traces, they never capture
+    from ..capture.trace import AttentionTrace, BlockTrace
 
 THUMBNAIL = 64  # thumbnail side: overview size of every block in the grid
 

@@ -1,4 +1,5 @@
 """Head view (in the spirit of BertViz): query tokens on the left, key tokens on the right,
+
 joined by lines whose opacity is the attention weight, one colour per head.
 
 Efficiency: every line of one head whose weight falls in the same opacity bucket goes into a
@@ -14,12 +15,15 @@ weights are those of the full softmax over every key, so a row's lines may sum t
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import plotly.graph_objects as go
 
-from ..capture.trace import BlockTrace
 from .common import base_layout, f32, plot_text
+
+if TYPE_CHECKING:  # type hints only: figures read traces, they never capture
+    from ..capture.trace import BlockTrace
 
 HEAD_COLORS = (
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import plotly.graph_objects as go
 
-from ..capture.trace import BlockTrace
 from .common import (
     BLOCKED_COLOR,
     BLOCKED_NOTE,
@@ -36,6 +36,9 @@ from .common import (
     range_labels,
     token_axis,
 )
+
+if TYPE_CHECKING:  # type hints only: figures read traces, they never capture
+    from ..capture.trace import BlockTrace
 
 # Cell budgets. Weights lie in [0, 1] and a full 512 x 512 float32 head (MiniLM's longest
 # input) serialises to ~1.47 MB, so weights stay exact up to that size. Signed values

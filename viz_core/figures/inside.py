@@ -14,13 +14,16 @@ float64), so each panel shows numbers the page can check against the model's pat
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import plotly.graph_objects as go
 
 from ..analysis.heads import masked_softmax
-from ..capture.trace import BlockTrace
 from .common import BLOCKED_COLOR, SCORE_COLORSCALE, base_layout, f32, token_axis, unique_labels
+
+if TYPE_CHECKING:  # type hints only: figures read traces, they never capture
+    from ..capture.trace import BlockTrace
 
 
 def head_internals(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None,
