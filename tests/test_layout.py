@@ -20,7 +20,7 @@ RULES = [
     ("viz_core.figures", ("viz_core.capture", "viz_core.backends", "viz_core.loading")),
     ("viz_core.model", ("viz_core.backends", "viz_core.loading", "viz_core.analysis",
                         "viz_core.figures")),
-    ("viz_core.capture", ("viz_core.backends", "viz_core.loading", "viz_core.figures")),
+    ("viz_core.capture", ("viz_core.backends", "viz_core.loading")),
     ("viz_core.backends", ("viz_core.loading", "viz_core.figures")),
     ("viz_core", ("attention_lab", "ui", "streamlit", "pages")),
 ]
