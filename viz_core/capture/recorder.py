@@ -16,7 +16,8 @@ so a traced forward costs about what an untraced one does. When the running call
 other's), the call also keeps references to q, k, (v), the mask and the output z. Nothing
 N x N is built here: patterns and scores are computed later, on first read, by
 ``viz_core.capture.trace`` with the functions at the end of this module. Head ablation goes through
-the same function: the recorder names heads whose output is zeroed.
+the same function: the recorder names heads whose output is zeroed, and activation patching
+replaces heads' outputs (``Recorder.edit_z``) there too.
 
 Mask convention (docs/ARCHITECTURE.md): bool, True = this query may NOT attend to this key.
 SDPA and Hugging Face use the opposite (True = may attend); ``MaskSpec`` converts once, in
@@ -139,6 +140,13 @@ class Recorder:
     stream_names: Mapping[tuple[int, str], str | list[str]] = field(default_factory=dict)
     # layer ("encoder.0") -> point ("in", "self", "self.norm", "ffn", "out", ...) -> tensor
     states: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)
+    # Activation patching (viz_core.analysis.patching): block -> function(z) -> new z, applied
+    # after ablation; (layer, point) -> function(stream tensor) -> new tensor, applied where
+    # the point is noted (our model) or by the stream hooks (Hugging Face). Per call, like
+    # everything here: the functions hold the patch values, never a module.
+    edit_z: Mapping[str, Callable[[torch.Tensor], torch.Tensor]] = field(default_factory=dict)
+    edit_stream: Mapping[tuple[str, str], Callable[[torch.Tensor], torch.Tensor]] = field(
+        default_factory=dict)
 
     calls: dict = field(default_factory=dict)
 
@@ -203,11 +211,19 @@ def positions_on() -> bool:
     return rec is None or rec.positions
 
 
-def note(layer: str, point: str, x: torch.Tensor) -> None:
-    """Keep (a reference to) one stream tensor (B, T, d) when the running call asks for it."""
+def note(layer: str, point: str, x: torch.Tensor) -> torch.Tensor:
+    """Keep (a reference to) one stream tensor (B, T, d) when the running call asks for it.
+    Returns the tensor the model goes on with: ``x``, or the running call's replacement for
+    this point (activation patching; ``Recorder.edit_stream``), which is also what is kept."""
     rec = _RECORDER.get()
-    if rec is not None and rec.stream:
+    if rec is None:
+        return x
+    edit = rec.edit_stream.get((layer, point)) if rec.edit_stream else None
+    if edit is not None:
+        x = edit(x)
+    if rec.stream:
         rec.states.setdefault(layer, {})[point] = x.detach()
+    return x
 
 
 def install_stream_hooks(points: Sequence[tuple[str, str, torch.nn.Module]]) -> dict:
@@ -231,19 +247,31 @@ def _first(x):
 
 def _hook(module: torch.nn.Module, point: str) -> None:
     def keep(layer_module, value):
+        """None (nothing changes), or the running call's replacement of ``value``."""
         rec = _RECORDER.get()
-        if rec is None or not rec.stream:
-            return
+        if rec is None or not (rec.stream or rec.edit_stream):
+            return None
         layer = rec.layer_for(layer_module, point)
-        if layer is not None and isinstance(value, torch.Tensor):
-            note(layer, point, value)
+        if layer is None or not isinstance(value, torch.Tensor):
+            return None
+        new = note(layer, point, value)
+        return None if new is value else new
 
     if point == "in":
         def pre(mod, args, kwargs):
-            keep(mod, args[0] if args else kwargs.get("hidden_states"))
+            if args:
+                new = keep(mod, args[0])
+                return None if new is None else ((new, *args[1:]), kwargs)
+            new = keep(mod, kwargs.get("hidden_states"))
+            return None if new is None else (args, {**kwargs, "hidden_states": new})
         module.register_forward_pre_hook(pre, with_kwargs=True)
     else:
-        module.register_forward_hook(lambda mod, args, out: keep(mod, _first(out)))
+        def post(mod, args, out):
+            new = keep(mod, _first(out))
+            if new is None:
+                return None
+            return (new, *out[1:]) if isinstance(out, tuple) else new
+        module.register_forward_hook(post)
 
 
 # ---- the attention function ------------------------------------------------------------
@@ -266,6 +294,9 @@ def attend(name: str | None, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     if heads:
         z = z.clone()
         z[:, :, list(heads)] = 0
+    edit = rec.edit_z.get(name) if rec.edit_z else None
+    if edit is not None:  # activation patching: the clean run's z for some heads
+        z = edit(z)
     if rec.wants(name):
         rec.records.setdefault(name, []).append(Record(
             q=q, k=k, v=v if "v" in rec.points or "z" in rec.points else None,

@@ -106,7 +106,7 @@ class EncoderLayer(nn.Module):
 
     def forward(self, x, key_pad, name):
         layer = name.rsplit(".", 1)[0]  # "encoder.0.self" -> "encoder.0"
-        note(layer, "in", x)
+        x = note(layer, "in", x)  # a patching call may replace the stream here
         x, _ = self.sublayer[0](x, lambda h: self.self_attn(h, h, key_pad, False, name),
                                 layer, "self")
         x, _ = self.sublayer[1](x, lambda h: (self.feed_forward(h), None), layer, "ffn")
@@ -126,7 +126,7 @@ class DecoderLayer(nn.Module):
     def forward(self, x, memory, self_pad, cross_pad, layer: int, cache: dict | None):
         past = cache.get(layer) if cache is not None else None
         name = f"decoder.{layer}"
-        note(name, "in", x)
+        x = note(name, "in", x)  # a patching call may replace the stream here
         x, self_kv = self.sublayer[0](x, lambda h: self.self_attn(
             h, h, self_pad, True, f"{name}.self",
             past_kv=past["self"] if past else None), name, "self")
