@@ -440,6 +440,25 @@ class BlockTrace:
             if self._source is not None and self._source.q.device.type != "cpu":
                 self._source = self._source.to("cpu")
 
+    # ---- notebooks: plain plotly figures (they display themselves as a cell's value) ------
+    def show(self, head: int = 0, view: str = "weights"):
+        """One head as a heatmap (view "weights" or "scores"): exact up to 1,024 tokens,
+        pooled (block means) beyond, as on the Attention page. Returns the plotly figure."""
+        from ..figures.heatmap import block_heatmap
+
+        if view not in ("weights", "scores"):
+            raise ValueError(f"view must be 'weights' or 'scores', not {view!r}")
+        return block_heatmap(self, self._check_head(head), view)
+
+    def head_view(self, heads: list[int] | None = None, **options):
+        """The head view (lines from queries to keys, one colour per head) of these heads
+        (default: all); options as figures.block_head_view (rows/cols: a window of a long
+        block). Returns the plotly figure."""
+        from ..figures.headview import block_head_view
+
+        chosen = None if heads is None else [self._check_head(h) for h in heads]
+        return block_head_view(self, chosen, **options)
+
 
 # ---- one run ---------------------------------------------------------------------------
 @dataclass
@@ -496,6 +515,21 @@ class AttentionTrace:
     def stack(self, kind: str) -> np.ndarray:
         """Patterns of every layer of one kind: float32 [layer, head, q, k]."""
         return np.stack([b.pattern for b in self.layers(kind)])
+
+    def show(self, kind: str | None = None, size: int = 64):
+        """The layer x head grid of one block kind (default: the last, e.g. the decoder's
+        cross-attention of a translation model), each head a thumbnail: exact up to `size`
+        tokens, pooled beyond, as on the Attention page. Returns the plotly figure."""
+        from ..figures.grid import trace_grid
+
+        kinds = self.kinds()
+        if kind is None:
+            if not kinds:
+                raise ValueError("this trace has no attention blocks")
+            kind = kinds[-1]
+        elif kind not in kinds:
+            raise ValueError(f"no {kind!r} blocks; this trace has {kinds}")
+        return trace_grid(self, kind, size, title=f"{kind}: layers × heads")
 
     def device_bytes(self) -> int:
         """Bytes of captured tensors this trace holds on an accelerator."""

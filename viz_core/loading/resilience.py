@@ -126,6 +126,16 @@ class GuardedModel:
     def beam_search(self, *args, **kwargs):
         return self._run("beam_search", args, kwargs)
 
+    def show_beam(self, text: str, *, n_best: int | None = None, show_pruned: bool = True,
+                  title: str | None = None, **beam_options):
+        """Beam search on `text` drawn as its tree (notebooks: the figure displays itself).
+        beam_options go to beam_search (beam_size, max_len, length_penalty, ...); n_best,
+        show_pruned and title to figures.beam_tree_figure. Returns the plotly figure."""
+        from ..figures.beam import beam_tree_figure
+
+        tree = self.beam_search(text, **beam_options)
+        return beam_tree_figure(tree, n_best=n_best, show_pruned=show_pruned, title=title)
+
     def _run(self, method: str, args: tuple, kwargs: dict):
         args, kwargs, cleaned = _clean_args(args, dict(kwargs))
         try:

