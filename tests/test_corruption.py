@@ -1,0 +1,35 @@
+"""The suggested corruption keeps the token count (a tokenizer given as a callable) and
+changes exactly one word."""
+
+from __future__ import annotations
+
+import viz_core as vc
+from viz_core.analysis.corruption import suggest_corruption
+
+
+def chars(text: str) -> int:  # a "tokenizer" with one token per character
+    return len(text)
+
+
+def test_one_word_replaced_by_one_of_the_same_token_count():
+    text = "the animal crossed the street"
+    c = suggest_corruption(text, chars)
+    assert c is not None and chars(c.text) == chars(text) and c.text != text
+    assert c.replaced == "the" and len(c.by) == 3  # the second-to-last word: "the" (3 chars)
+    assert c.text == text[:c.start] + c.by + text[c.start + len(c.replaced):]
+
+
+def test_capitalisation_follows_the_word_and_nothing_to_replace_gives_none():
+    c = suggest_corruption("Mary gave it to John", lambda t: len(t.split()))
+    assert c is not None and c.by[0].isupper() == c.replaced[0].isupper()
+    assert suggest_corruption("", chars) is None
+    assert suggest_corruption("1 2 3 !!", chars) is None
+
+
+def test_real_tokenizer_counts_match():
+    model = vc.load("lm")
+    text = "the cat sat on the mat"
+    c = suggest_corruption(text, model.count_tokens, model.examples())
+    assert c is not None
+    assert model.count_tokens(c.text) == model.count_tokens(text)
+    assert c.text != text

@@ -1,0 +1,61 @@
+"""A suggested corruption for activation patching: the clean text with one word replaced by
+another word that keeps the token count, so every position lines up between the two runs.
+
+Pure Python: the model's tokenizer comes in as a callable (text -> token count), so this
+never loads anything. Which word to replace: from the second-to-last word backwards (the last
+word is where the prediction is read: changing it changes everything at once), the first one
+with a replacement; candidates are the text's own longer words (names, nouns: the classic
+"swap the subject"), a short list of common nouns, then the words of the model's examples.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+FALLBACK_WORDS = ("dog", "cat", "house", "car", "tree", "city", "book", "river", "table",
+                  "road", "bird", "apple", "train", "friend", "water", "day")
+_WORD = re.compile(r"[A-Za-z]{2,}")
+MAX_TRIES = 200  # tokenizer calls at most (each is one tokenisation of the whole text)
+
+
+@dataclass(frozen=True)
+class Corruption:
+    text: str  # the corrupted text
+    replaced: str  # the clean word
+    by: str  # the word put in its place
+    start: int  # character offset of the word in the clean text
+
+
+def _candidates(word: str, pool: Iterable[str]) -> list[str]:
+    seen, out = {word.lower()}, []
+    for w in pool:
+        if w.lower() not in seen:
+            seen.add(w.lower())
+            out.append(w.capitalize() if word[0].isupper() else w.lower())
+    return out
+
+
+def suggest_corruption(text: str, count_tokens: Callable[[str], int],
+                       examples: Sequence[str] = ()) -> Corruption | None:
+    """One word of `text` replaced so that count_tokens gives the same count; None when no
+    word of two or more letters can be replaced (or the text is empty)."""
+    words = list(_WORD.finditer(text))
+    if not words:
+        return None
+    n = count_tokens(text)
+    pool = [m.group() for m in words if len(m.group()) > 3]
+    pool += list(FALLBACK_WORDS)
+    pool += [m.group() for e in examples for m in _WORD.finditer(e)]
+    order = [*reversed(words[:-1]), words[-1]] if len(words) >= 3 else list(reversed(words))
+    tries = 0
+    for m in order:
+        for w in _candidates(m.group(), pool):
+            if tries >= MAX_TRIES:
+                return None
+            tries += 1
+            corrupted = text[:m.start()] + w + text[m.end():]
+            if count_tokens(corrupted) == n:
+                return Corruption(corrupted, m.group(), w, m.start())
+    return None
