@@ -15,3 +15,8 @@ class ModelLoadError(VizError):
 
 class InputError(VizError):
     """The input text or a setting cannot be used as it is."""
+
+
+class DecompositionError(VizError):
+    """A direct decomposition (logit attribution, QK attribution) does not apply to this
+    model (post-norm, or no unembedding); the message says what to use instead."""

@@ -101,6 +101,38 @@ class Backend:
         block's output is concat(z_1 .. z_h) @ W_O^T + b."""
         raise NotImplementedError
 
+    # ---- contribution analysis: the model's linear pieces (viz_core.analysis.parts) -----
+    def final_norm(self):
+        """NormSpec of the norm before the unembedding (None: there is none)."""
+        raise NotImplementedError
+
+    def unembedding(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(W_U [vocab, d_model], b_U [vocab] or None): logits = final_norm(x) @ W_U^T + b_U
+        (any fixed output scaling, e.g. T5's d_model^-0.5, folded into W_U)."""
+        raise NotImplementedError
+
+    def logit_softcap(self) -> float | None:
+        """The cap of a final tanh logit softcap (Gemma 2), or None."""
+        return None
+
+    def position_rows(self, n: int) -> torch.Tensor | None:
+        """[n, d_model]: what the decoder stack adds to its embeddings for positions
+        0..n-1, or None (rotary, relative)."""
+        raise NotImplementedError
+
+    def head_weights(self, block: str):
+        """HeadWeights of one attention block (viz_core.analysis.parts)."""
+        raise NotImplementedError
+
+    def token_id(self, token) -> int:
+        """The vocabulary id of one token (a string of exactly one token, or an id);
+        InputError otherwise."""
+        raise NotImplementedError
+
+    def token_strings(self, ids) -> list[str]:
+        """Vocabulary ids -> tokens as shown."""
+        raise NotImplementedError
+
     # ---- runs ------------------------------------------------------------------------------
     def trace(self, source: str, target: str | None = None, **options) -> AttentionTrace:
         raise NotImplementedError
@@ -119,6 +151,30 @@ class Backend:
         from ..decoding import beam_search
 
         return beam_search(self, source, beam_size=beam_size, max_len=max_len, **options)
+
+    # ---- which heads matter, and why (viz_core.analysis.contributions / composition) -----
+    def logit_attribution(self, text: str, target: str | None = None, *, position: int = -1,
+                          token=None, against=None):
+        from ..analysis.contributions import logit_attribution
+
+        return logit_attribution(self, text, target, position=position, token=token,
+                                 against=against)
+
+    def logit_lens(self, text: str, target: str | None = None, *, k: int = 5):
+        from ..analysis.contributions import logit_lens
+
+        return logit_lens(self, text, target, k=k)
+
+    def composition(self, *, fold_norms: bool = True):
+        from ..analysis.composition import composition
+
+        return composition(self, fold_norms=fold_norms)
+
+    def qk_attribution(self, text: str, block: str, head: int, query: int, key: int,
+                       target: str | None = None):
+        from ..analysis.qk import qk_attribution
+
+        return qk_attribution(self, text, block, head, query, key, target=target)
 
     # ---- faithfulness ----------------------------------------------------------------------
     def _reference_outputs(self, source: str, target: str | None, max_tokens: int | None = None

@@ -125,6 +125,42 @@ class HFModel(Backend):
             w = w.t()
         return w, getattr(m, "bias", None)  # (d_model, heads * d_v)
 
+    # contribution analysis: the linear pieces (viz_core.backends.hf_parts)
+    def final_norm(self):
+        from . import hf_parts
+
+        return hf_parts.final_norm(self)
+
+    def unembedding(self):
+        from . import hf_parts
+
+        return hf_parts.unembedding(self)
+
+    def logit_softcap(self):
+        from . import hf_parts
+
+        return hf_parts.logit_softcap(self)
+
+    def position_rows(self, n: int):
+        from . import hf_parts
+
+        return hf_parts.position_rows(self, n)
+
+    def head_weights(self, block: str):
+        from . import hf_parts
+
+        return hf_parts.head_weights(self, block)
+
+    def token_id(self, token) -> int:
+        from . import hf_parts
+
+        return hf_parts.token_id(self, token)
+
+    def token_strings(self, ids) -> list[str]:
+        from . import hf_parts
+
+        return hf_parts.token_strings(self, ids)
+
     def _ffn_width(self) -> int | None:
         for (_, point), m in self._stream_modules.items():
             if point == "ffn":

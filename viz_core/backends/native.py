@@ -83,6 +83,36 @@ class NativeModel(Backend):
         attn = layers[int(layer)].cross_attn if kind == "cross" else layers[int(layer)].self_attn
         return attn.W_O.weight, attn.W_O.bias  # (d_model, heads * d_k), (d_model,)
 
+    # contribution analysis: the linear pieces (viz_core.backends.native_parts)
+    def final_norm(self):
+        from . import native_parts
+
+        stack = self.model.decoder_norm if self.cfg.has_decoder else self.model.encoder_norm
+        return native_parts.norm_spec(stack)
+
+    def unembedding(self):
+        if not self.cfg.has_decoder:
+            raise InputError("This model has no decoder: it has no unembedding.")
+        return self.model.generator.weight, self.model.generator.bias
+
+    def position_rows(self, n: int):
+        return self.model.positional_table(n)
+
+    def head_weights(self, block: str):
+        from . import native_parts
+
+        return native_parts.head_weights(self, block)
+
+    def token_id(self, token) -> int:
+        from . import native_parts
+
+        return native_parts.token_id(self, token)
+
+    def token_strings(self, ids) -> list[str]:
+        from . import native_parts
+
+        return native_parts.token_strings(self, ids)
+
     def info(self) -> dict:
         return {**super().info(), "layers": self.cfg.n_layers, "decoder_layers":
                 self.cfg.n_decoder_layers, "heads": self.cfg.n_heads,

@@ -1,0 +1,83 @@
+"""Our Transformer's linear pieces for contribution analysis (viz_core.analysis.parts).
+
+The NativeModel methods final_norm(), unembedding(), head_weights(block) ... call these.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..analysis.parts import HeadWeights, NormSpec
+from ..errors import InputError
+from ..model.positional import apply_rope
+
+
+def norm_spec(module: nn.Module | None) -> NormSpec | None:
+    """NormSpec of our LayerNorm / RMSNorm (None for Identity: post-norm stacks' end)."""
+    if module is None or isinstance(module, nn.Identity):
+        return None
+    if isinstance(module, nn.LayerNorm):
+        return NormSpec("layer", module.weight, module.bias, float(module.eps))
+    return NormSpec("rms", module.weight, None, float(module.eps))  # model.transformer.RMSNorm
+
+
+def _layer(backend, stack: str, number: int):
+    layers = backend.model.encoder if stack == "encoder" else backend.model.decoder
+    if not 0 <= number < len(layers):
+        raise InputError(f"This model's {stack} has layers 0..{len(layers) - 1}; "
+                         f"no layer {number}.")
+    return layers[number]
+
+
+def head_weights(backend, block: str) -> HeadWeights:
+    stack, number, kind = block.split(".")
+    layer = _layer(backend, stack, int(number))
+    attn = layer.cross_attn if kind == "cross" else layer.self_attn
+    if attn is None:
+        raise InputError(f"{block!r} is not a block of this model.")
+    h, hkv, dk = attn.n_heads, attn.n_kv_heads, attn.d_k
+    d = attn.W_Q.weight.shape[1]
+    sub = {"self": 0, "cross": 1}[kind]
+    norm = norm_spec(layer.sublayer[sub].norm) if backend.cfg.norm_first else None
+    rotate = None
+    if attn.rope_base is not None:
+        base = float(attn.rope_base)
+
+        def rotate(x: torch.Tensor, position: int) -> torch.Tensor:
+            pos = torch.tensor([int(position)], device=x.device)
+            return apply_rope(x[:, None, :], pos, base)[:, 0]  # (n, d_head)
+
+    def bias(lin, heads):
+        return None if lin.bias is None else lin.bias.view(heads, dk)
+
+    return HeadWeights(
+        W_Q=attn.W_Q.weight.view(h, dk, d), W_K=attn.W_K.weight.view(hkv, dk, d),
+        W_V=attn.W_V.weight.view(hkv, dk, d),
+        W_O=attn.W_O.weight.view(d, h, dk).permute(1, 0, 2),
+        b_Q=bias(attn.W_Q, h), b_K=bias(attn.W_K, hkv), b_V=bias(attn.W_V, hkv),
+        b_O=attn.W_O.bias, norm=norm, rotate=rotate)
+
+
+def token_id(backend, token) -> int:
+    vocab = backend.tgt_vocab if backend.tgt_vocab is not None else backend.src_vocab
+    if isinstance(token, (int,)) and not isinstance(token, bool):
+        if not 0 <= token < len(vocab.tokens):
+            raise InputError(f"Token id {token} is out of range: the vocabulary has "
+                             f"{len(vocab.tokens)} tokens (0..{len(vocab.tokens) - 1}).")
+        return int(token)
+    if not isinstance(token, str) or not token:
+        raise InputError("The token is empty: type one word of the model's vocabulary.")
+    idx = vocab.index.get(token)
+    if idx is None:  # as the tokenizer would read it: trimmed, lowercased
+        t = token.strip()
+        idx = vocab.index.get(t.lower() if vocab.lowercase else t)
+    if idx is None:
+        raise InputError(f"{token!r} is not in this model's vocabulary (one token is needed; "
+                         f"the vocabulary has {len(vocab.tokens)} entries).")
+    return int(idx)
+
+
+def token_strings(backend, ids) -> list[str]:
+    vocab = backend.tgt_vocab if backend.tgt_vocab is not None else backend.src_vocab
+    return [vocab.display(vocab.tokens[int(i)]) for i in ids]
