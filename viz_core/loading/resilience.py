@@ -126,6 +126,15 @@ class GuardedModel:
     def beam_search(self, *args, **kwargs):
         return self._run("beam_search", args, kwargs)
 
+    def logit_attribution(self, *args, **kwargs):
+        return self._run("logit_attribution", args, kwargs)
+
+    def logit_lens(self, *args, **kwargs):
+        return self._run("logit_lens", args, kwargs)
+
+    def qk_attribution(self, *args, **kwargs):
+        return self._run("qk_attribution", args, kwargs)
+
     def show_beam(self, text: str, *, n_best: int | None = None, show_pruned: bool = True,
                   title: str | None = None, **beam_options):
         """Beam search on `text` drawn as its tree (notebooks: the figure displays itself).
