@@ -1,0 +1,230 @@
+"""Runs for "Which heads matter": typed requests in, cached results out (like ui.runs).
+
+Every request is a frozen dataclass holding every setting that changes the result, so it is
+its own cache key. Results are shared by every session (st.cache_resource: read-only
+DataFrames and numpy arrays; pages must not modify them), except the small head-search and
+corruption answers (st.cache_data).
+
+``attempt`` shows a failure as a message *without* stopping the page: one section failing
+(a post-norm model has no logit attribution; a contrast token equal to the target) leaves the
+other sections working.
+"""
+
+from __future__ import annotations
+
+import io
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+import streamlit as st
+
+import viz_core as vc
+
+from .errors import literal, log
+from .runs import TraceRequest, get_model, get_trace
+
+# a model whose stream is no sum of components (post-norm, no unembedding): said as a notice
+_NOT_DECOMPOSABLE = getattr(vc.errors, "DecompositionError", ())
+CACHE = 16
+POSITIONS_MAX = 64  # tokens up to which per-position patching (layers x positions runs) is run
+
+
+@dataclass(frozen=True)
+class TargetRequest:
+    """What to explain: the logit of `token` (None: the model's prediction) at `position`
+    of the decoder input, minus that of `against` when given."""
+
+    model_name: str
+    device: str
+    text: str
+    target: str | None = None
+    position: int = -1
+    token: str | None = None
+    against: str | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "target", self.target or None)
+        object.__setattr__(self, "token", self.token or None)
+        object.__setattr__(self, "against", self.against or None)
+
+    def options(self) -> dict:
+        return {"position": self.position, "token": self.token, "against": self.against}
+
+
+@dataclass(frozen=True)
+class PatchRequest:
+    """Activation ("activation") or attribution ("attribution") patching of one pair."""
+
+    model_name: str
+    device: str
+    clean: str
+    corrupted: str
+    target: str | None = None
+    position: int = -1
+    token: str | None = None
+    against: str | None = None
+    over: str = "heads"
+    method: str = "activation"
+
+    def __post_init__(self):
+        object.__setattr__(self, "target", self.target or None)
+        object.__setattr__(self, "token", self.token or None)
+        object.__setattr__(self, "against", self.against or None)
+
+    def options(self) -> dict:
+        return {"target": self.target, "token": self.token, "against": self.against,
+                "position": self.position, "over": self.over}
+
+
+@dataclass(frozen=True)
+class QKRequest:
+    """One pre-softmax score cell of one head, split into (query x key component) terms."""
+
+    model_name: str
+    device: str
+    text: str
+    target: str | None
+    block: str
+    head: int
+    query: int
+    key: int
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """Head search over one trace: a (query, key) cell or a template."""
+
+    trace: TraceRequest
+    kind: str
+    template: str | None = None  # None: the (query, key) cell
+    query: int = 0
+    key: int = 0
+
+
+@contextmanager
+def attempt(what: str):
+    """Run a section; a VizError becomes st.error(message), anything else a short apology.
+    Unlike ui.errors.reported, the page goes on (the rest of it still works)."""
+    try:
+        yield
+    except _NOT_DECOMPOSABLE as err:  # not a failure: this model has no such sum
+        st.info(literal(err), icon="ℹ️")
+    except vc.VizError as err:
+        if err.__cause__ is not None:
+            log.warning("%s failed: %s", what, err, exc_info=err)
+        st.error(literal(err), icon="⚠️")
+    except Exception as err:  # noqa: BLE001 - the user sees a message, the log the details
+        log.exception("%s failed", what)
+        st.error(f"Something went wrong while {literal(what)} ({type(err).__name__}). "
+                 "Try another input or setting; the rest of the page keeps working.",
+                 icon="⚠️")
+
+
+# ---- cached runs ---------------------------------------------------------------------------
+@st.cache_resource(max_entries=CACHE, show_spinner=False)
+def _attribution(request: TargetRequest):
+    model = get_model(request.model_name, request.device)
+    return model.logit_attribution(request.text, request.target, **request.options())
+
+
+def logit_attribution(request: TargetRequest):
+    with st.spinner("Attributing the logit…"):
+        return _attribution(request)
+
+
+@st.cache_resource(max_entries=CACHE, show_spinner=False)
+def _lens(model_name: str, device: str, text: str, target: str | None, k: int):
+    return get_model(model_name, device).logit_lens(text, target, k=k)
+
+
+def logit_lens(model_name: str, device: str, text: str, target: str | None, k: int = 5):
+    with st.spinner("Reading every layer through the unembedding…"):
+        return _lens(model_name, device, text, target or None, int(k))
+
+
+@st.cache_resource(max_entries=CACHE, show_spinner=False)
+def _patch(request: PatchRequest):
+    model = get_model(request.model_name, request.device)
+    run = model.patch if request.method == "activation" else model.attribution_patch
+    return run(request.clean, request.corrupted, **request.options())
+
+
+def patching(request: PatchRequest):
+    what = "Patching" if request.method == "activation" else "Attribution patching"
+    with st.spinner(f"{what} over {request.over}…"):
+        return _patch(request)
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _composition(model_name: str, device: str):
+    return get_model(model_name, device).composition()
+
+
+def composition(model_name: str, device: str):
+    with st.spinner("Composition scores from the weights…"):
+        return _composition(model_name, device)
+
+
+@st.cache_resource(max_entries=CACHE, show_spinner=False)
+def _qk(request: QKRequest):
+    model = get_model(request.model_name, request.device)
+    return model.qk_attribution(request.text, request.block, request.head, request.query,
+                                request.key, target=request.target)
+
+
+def qk_attribution(request: QKRequest):
+    with st.spinner("Splitting the score into components…"):
+        return _qk(request)
+
+
+@st.cache_data(max_entries=CACHE, show_spinner=False)
+def _search(request: SearchRequest):
+    from viz_core.analysis.head_search import search_heads
+
+    trace = get_trace(request.trace)
+    if request.template:
+        return search_heads(trace, kind=request.kind, template=request.template)
+    return search_heads(trace, kind=request.kind, query=request.query, key=request.key)
+
+
+def head_search(request: SearchRequest):
+    with st.spinner("Ranking every head…"):
+        return _search(request)
+
+
+@st.cache_data(max_entries=CACHE, show_spinner=False)
+def suggested_corruption(model_name: str, device: str, text: str):
+    """(corrupted text, replaced word, its replacement), or None."""
+    from viz_core.analysis.corruption import suggest_corruption
+
+    model = get_model(model_name, device)
+    c = suggest_corruption(text, model.count_tokens, model.examples())
+    return None if c is None else (c.text, c.replaced, c.by)
+
+
+# ---- exports -------------------------------------------------------------------------------
+def npz_bytes(**arrays) -> bytes:
+    """A compressed NPZ of named arrays (strings as unicode arrays)."""
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **{k: np.asarray(v) for k, v in arrays.items()})
+    return buf.getvalue()
+
+
+def patching_npz(result) -> bytes:
+    return npz_bytes(effect=np.asarray(result.effect, dtype=np.float64),
+                     clean=np.float64(result.clean), corrupted=np.float64(result.corrupted),
+                     metric=np.str_(result.metric), over=np.str_(result.over),
+                     rows=np.array(list(result.rows), dtype=str),
+                     columns=np.array(list(result.columns), dtype=str),
+                     tokens=np.array(list(result.tokens), dtype=str))
+
+
+def lens_npz(lens) -> bytes:
+    return npz_bytes(layers=np.array(lens.layers, dtype=str),
+                     tokens=np.array(lens.tokens, dtype=str),
+                     top_ids=lens.top_ids, top_probs=lens.top_probs,
+                     top_tokens=np.array(lens.top_tokens, dtype=str),
+                     prediction_ids=lens.prediction_ids,
+                     prediction_tokens=np.array(lens.prediction_tokens, dtype=str),
+                     rank=lens.rank, prob=lens.prob)
