@@ -176,6 +176,26 @@ class Backend:
 
         return qk_attribution(self, text, block, head, query, key, target=target)
 
+    # ---- activation / attribution patching (viz_core.analysis.patching) --------------------
+    def patch(self, clean: str, corrupted: str, *, target: str | None = None, token=None,
+              against=None, position: int = -1, over: str = "heads", chunk: int | None = None):
+        """Activation patching: a ``Patching`` (effect 0 = corrupted, 1 = clean) per head,
+        layer or (layer, position); see viz_core.analysis.patching."""
+        from ..analysis.patching import patch
+        from .patching import subject_for
+
+        return patch(subject_for(self, clean, corrupted, target, position), token=token,
+                     against=against, over=over, chunk=chunk)
+
+    def attribution_patch(self, clean: str, corrupted: str, *, target: str | None = None,
+                          token=None, against=None, position: int = -1, over: str = "heads"):
+        """Attribution patching (one backward pass); same shape and scale as ``patch``."""
+        from ..analysis.patching import attribution_patch
+        from .patching import subject_for
+
+        return attribution_patch(subject_for(self, clean, corrupted, target, position),
+                                 token=token, against=against, over=over)
+
     # ---- faithfulness ----------------------------------------------------------------------
     def _reference_outputs(self, source: str, target: str | None, max_tokens: int | None = None
                            ) -> tuple[torch.Tensor, torch.Tensor, int]:
