@@ -10,6 +10,7 @@ import streamlit as st
 from attention_lab.ui import faithfulness, state
 from attention_lab.ui.alignment import show_alignment
 from attention_lab.ui.charts import chart, download
+from attention_lab.ui.contributions import why_this_cell
 from attention_lab.ui.controls import bounded_int, open_head, pick_head
 from attention_lab.ui.page import selection, show_output, show_trace_messages
 from attention_lab.ui.runs import (
@@ -100,6 +101,7 @@ with left:
         chart(figure("zoom", (block.name, head, view, rows, cols),
                      lambda: block_window_heatmap(block, head, rows, cols, view=view)),
               key="zoom", name=f"{block.name}-head{head}-zoom")
+    why_this_cell(sel, block, head)  # "why does this head attend here?" (QK attribution)
 
 
 def _grid_clicked() -> None:

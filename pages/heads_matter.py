@@ -7,7 +7,6 @@ cache key of what it changes (attention_lab.ui.contributions).
 
 from dataclasses import replace
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -27,7 +26,7 @@ from attention_lab.ui.contributions import (
     logit_lens,
     patching,
     patching_npz,
-    qk_attribution,
+    show_qk,
     suggested_corruption,
 )
 from attention_lab.ui.controls import block_kind_label, open_head
@@ -46,7 +45,6 @@ from viz_core.figures.contributions import (
     logit_lens_grid,
     patching_heatmap,
     patching_scatter,
-    qk_bars,
 )
 
 TABS = {"attribution": "Logit attribution", "lens": "Logit lens", "patching": "Patching",
@@ -362,15 +360,4 @@ with tabs["qk"]:
         qk_request = QKRequest(sel.model_name, sel.device, sel.text, sel.target, b.name,
                                int(st.session_state.qk_head), int(st.session_state.qk_q),
                                int(st.session_state.qk_k))
-        with attempt("splitting the score"):
-            qk = qk_attribution(qk_request)
-            total = float(np.sum(qk.frame["contribution"]))
-            st.markdown(f"Score {qk.score:.4f} (before the softmax) of head "
-                        f"{qk_request.head} in {literal(b.name)}, query "
-                        f"{literal(ql[qk_request.query])} → key {literal(kl[qk_request.key])}; "
-                        f"the {len(qk.frame)} terms add up to {total:.4f}.")
-            chart(qk_bars(qk.frame, qk.score), key="hm_qk", name=f"{b.name}-qk")
-            st.caption("Each term: one component of the query's stream (embeddings, an "
-                       "earlier head, an MLP, a bias) through the block's norm and W_Q, dotted "
-                       "with one component of the key's stream through W_K, times the scaling.")
-            _frame_download(qk.frame, "QK terms (CSV)", "qk_attribution.csv", "dl_qk")
+        show_qk(qk_request, "hm_qk", ql[qk_request.query], kl[qk_request.key])

@@ -21,6 +21,7 @@ import streamlit as st
 
 import viz_core as vc
 
+from .charts import chart, download
 from .errors import literal, log
 from .runs import TraceRequest, get_model, get_trace
 
@@ -228,3 +229,73 @@ def lens_npz(lens) -> bytes:
                      prediction_ids=lens.prediction_ids,
                      prediction_tokens=np.array(lens.prediction_tokens, dtype=str),
                      rank=lens.rank, prob=lens.prob)
+
+
+# ---- shared views ----------------------------------------------------------------------------
+def show_qk(request: QKRequest, key: str, query_label: str, key_label: str) -> None:
+    """The QK attribution of one cell: the sum check, the largest terms as bars, a CSV.
+    Used by this page's "Why this score?" tab and by the Attention page's cell action."""
+    from viz_core.figures.contributions import qk_bars
+
+    with attempt("splitting the score"):
+        qk = qk_attribution(request)
+        total = float(np.sum(qk.frame["contribution"]))
+        st.markdown(f"Score **{qk.score:.4f}** (before the softmax) of head {request.head} in "
+                    f"{literal(request.block)}, query {literal(query_label)} → key "
+                    f"{literal(key_label)}; the {len(qk.frame)} terms add up to {total:.4f}.")
+        if getattr(qk, "masked", False):
+            st.caption("The mask blocks this cell: its score exists, its weight is 0.")
+        chart(qk_bars(qk.frame, qk.score), key=key, name=f"{request.block}-h{request.head}-qk")
+        st.caption("Each term: one component of the query's stream (embeddings, an earlier "
+                   "head, an MLP, a bias) through the block's norm (its scale frozen at this "
+                   "run's value) and W_Q, dotted with one component of the key's stream "
+                   "through W_K, times the scaling.")
+        download("QK terms (CSV)", lambda: qk.frame.to_csv(index=False),
+                 f"qk_{request.block}_h{request.head}.csv", "text/csv", f"dl_{key}")
+
+
+def why_this_cell(sel, block, head: int) -> None:
+    """The Attention page's cell action: "why does this head attend here?". A toggle (in the
+    URL as why=1) opens query / key pickers (why_q, why_k) and the cell's QK attribution.
+
+    QK attribution runs the text alone (a decoder-only model generates nothing), so the
+    pickers offer that run's positions: the prompt of a decoder-only model."""
+    from viz_core.figures.common import choice_labels
+
+    from . import state
+
+    state.widget_default("why", st.query_params.get("why") == "1")
+    st.toggle("Why does this head attend here?", key="why",
+              help="Split one cell's pre-softmax score into (query component × key "
+                   "component) terms: embeddings, earlier heads, MLPs, biases.")
+    state.to_url(why="1" if st.session_state.why else None)
+    if not st.session_state.why:
+        return
+    if block.kind.endswith("cross"):
+        st.info("QK attribution covers self-attention blocks: the keys of cross-attention "
+                "come from the encoder's output, not from this stream.")
+        return
+    n_q, n_k = block.shape[1], block.shape[2]
+    if sel.model.architecture == "decoder-only":
+        prompt = get_trace(TraceRequest.of(sel, capture=("pattern",), max_new=0))
+        n_q = n_k = min(n_q, len(prompt[block.name].query_tokens))
+    q_labels = choice_labels(block.query_tokens[:n_q])
+    k_labels = choice_labels(block.key_tokens[:n_k])
+    state.widget_default("why_q", state.url_int("why_q", n_q - 1, 0, n_q - 1))
+    st.session_state.why_q = max(0, min(n_q - 1, int(st.session_state.why_q)))
+    strongest = int(np.argmax(block.window(head, (st.session_state.why_q,
+                                                  st.session_state.why_q + 1), (0, n_k))[0]))
+    state.widget_default("why_k", state.url_int("why_k", strongest, 0, n_k - 1))
+    st.session_state.why_k = max(0, min(n_k - 1, int(st.session_state.why_k)))
+    c1, c2 = st.columns(2)
+    c1.selectbox("Query (row)", list(range(n_q)), key="why_q",
+                 format_func=lambda i: q_labels[i])
+    c2.selectbox("Key (column)", list(range(n_k)), key="why_k",
+                 format_func=lambda i: k_labels[i],
+                 help=f"Default: the key this head attends to most from the query "
+                      f"({k_labels[strongest]}).")
+    query, key = int(st.session_state.why_q), int(st.session_state.why_k)
+    state.to_url(why_q=query, why_k=key)
+    state.show_notices()
+    show_qk(QKRequest(sel.model_name, sel.device, sel.text, sel.target, block.name, head,
+                      query, key), "why_qk", q_labels[query], k_labels[key])
