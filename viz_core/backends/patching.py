@@ -26,18 +26,16 @@ from ..model.tokenizer import BOS, EOS
 
 def subject_for(backend, clean: str, corrupted: str, target: str | None = None,
                 position: int = -1) -> PatchSubject:
-    from .hf import HFModel
-    from .native import NativeModel
-
     for text, what in ((clean, "clean text"), (corrupted, "corrupted text")):
         if not isinstance(text, str) or not text.strip():
             raise InputError(f"The {what} is empty: type some text.")
     if target is not None and not isinstance(target, str):
         raise InputError("The target must be text.")
-    if isinstance(backend, NativeModel):
-        return _native(backend, clean, corrupted, target, position)
-    if isinstance(backend, HFModel):
+    # told apart by what they hold (importing their classes here would close an import circle)
+    if getattr(backend, "hf_model", None) is not None:
         return _hf(backend, clean, corrupted, target, position)
+    if getattr(backend, "family", None) == "native":
+        return _native(backend, clean, corrupted, target, position)
     raise InputError(f"Patching is not available for {type(backend).__name__} models.")
 
 
