@@ -39,18 +39,17 @@ ADDABLE = ("pre", "pre+post", "output")  # norm placements whose stream is a pla
 # ---- running the model -------------------------------------------------------------------
 def check_decomposable(backend) -> None:
     """A DecompositionError for models whose stream is not a sum of components."""
-    if backend.architecture == "encoder-only":
-        raise DecompositionError(
-            f"{backend.name or 'This model'} is an encoder-only model: it has no unembedding "
-            f"(its output is one vector per token, not scores over a vocabulary), so there is "
-            f"no logit to attribute; use activation patching (model.patch) on its pooled "
-            f"output instead.")
+    name = backend.name or "This model"
     if backend.norm_placement not in ADDABLE:
         raise DecompositionError(
-            f"{backend.name or 'This model'} is a post-norm model: its residual stream is "
-            f"renormalised after every sublayer, so a direct decomposition into heads and "
-            f"MLPs does not add up; use activation patching (model.patch), which works for "
-            f"every model.")
+            f"{name} is a post-norm model: its residual stream is renormalised after every "
+            f"sublayer, so a direct decomposition into heads and MLPs does not add up; use "
+            f"activation patching (model.patch), which works for every model.")
+    if backend.architecture == "encoder-only":
+        raise DecompositionError(
+            f"{name} is an encoder-only model: it has no unembedding (its output is one "
+            f"vector per token, not scores over a vocabulary), so there is no logit to "
+            f"attribute; use activation patching (model.patch) instead.")
 
 
 def check_unembedding(backend) -> None:

@@ -11,6 +11,7 @@ norms from the family's stream points (families.py), and the model's own rotary 
 from __future__ import annotations
 
 import inspect
+import numbers
 import sys
 
 import torch
@@ -179,7 +180,7 @@ def token_id(backend, token) -> int:
     tok = backend.tokenizer
     size = backend.unembedding()[0].shape[0] if backend.architecture != "encoder-only" \
         else len(tok)
-    if isinstance(token, int) and not isinstance(token, bool):
+    if isinstance(token, numbers.Integral) and not isinstance(token, bool):
         if not 0 <= token < size:
             raise InputError(f"Token id {token} is out of range: the vocabulary has {size} "
                              f"tokens (0..{size - 1}).")
@@ -191,7 +192,10 @@ def token_id(backend, token) -> int:
         return int(vocab[token])
     candidates = []
     for text in (token, " " + token.lstrip()) if not token.startswith(" ") else (token,):
-        ids = tok(text, add_special_tokens=False)["input_ids"]
+        try:
+            ids = tok(text, add_special_tokens=False)["input_ids"]
+        except (TypeError, ValueError):  # e.g. lone surrogates: Rust tokenizers refuse them
+            raise InputError(f"{token!r} cannot be read by this model's tokenizer.") from None
         if len(ids) == 1:
             candidates.append(ids[0])
     if candidates:

@@ -5,6 +5,8 @@ The NativeModel methods final_norm(), unembedding(), head_weights(block) ... cal
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 from torch import nn
 
@@ -61,7 +63,7 @@ def head_weights(backend, block: str) -> HeadWeights:
 
 def token_id(backend, token) -> int:
     vocab = backend.tgt_vocab if backend.tgt_vocab is not None else backend.src_vocab
-    if isinstance(token, (int,)) and not isinstance(token, bool):
+    if isinstance(token, numbers.Integral) and not isinstance(token, bool):
         if not 0 <= token < len(vocab.tokens):
             raise InputError(f"Token id {token} is out of range: the vocabulary has "
                              f"{len(vocab.tokens)} tokens (0..{len(vocab.tokens) - 1}).")
