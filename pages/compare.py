@@ -7,6 +7,7 @@ from attention_lab.ui import state
 from attention_lab.ui.charts import chart, download
 from attention_lab.ui.controls import bounded_int
 from attention_lab.ui.errors import literal, reported
+from attention_lab.ui.generation import for_model
 from attention_lab.ui.page import selection, show_trace_messages
 from attention_lab.ui.runs import TraceRequest, get_model, get_trace
 from attention_lab.ui.sidebar import model_choices
@@ -36,9 +37,9 @@ else:
 traces = []
 for name, text in runs:
     with st.spinner(f"Running {literal(name)}…"), reported(f"running {name}"):
-        get_model(name, sel.device)
+        max_new = for_model(get_model(name, sel.device), sel.max_new)  # decoders only
         target = sel.target if name == sel.model_name else None
-        traces.append(get_trace(TraceRequest(name, sel.device, text, target)))
+        traces.append(get_trace(TraceRequest(name, sel.device, text, target, max_new=max_new)))
 common = [k for k in traces[0].kinds() if k in traces[1].kinds()]
 if not common:
     st.warning("These two models share no kind of attention block to compare.")

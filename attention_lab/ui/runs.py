@@ -81,7 +81,9 @@ class TraceRequest:
 
     @classmethod
     def of(cls, sel, **options) -> TraceRequest:
-        """The sidebar's selection (model, device, text, target) with these options."""
+        """The sidebar's selection (model, device, text, target, new tokens) with these
+        options (an explicit max_new wins over the sidebar's)."""
+        options.setdefault("max_new", getattr(sel, "max_new", None))
         return cls(sel.model_name, sel.device, sel.text, sel.target, **options)
 
     def options(self) -> dict:

@@ -16,6 +16,7 @@ from viz_core.loading.policy import BUILTIN_HF, Policy, set_default_policy
 from . import state
 from .charts import IMAGE_FORMATS
 from .errors import literal, log, reported
+from .generation import new_tokens_control
 from .runs import PRECISIONS, TraceRequest, get_model, model_footprint, run_trace, with_precision
 
 MINILM = "minilm"
@@ -30,6 +31,7 @@ class Selection:
     text: str
     target: str | None
     model: object  # a viz_core backend
+    max_new: int | None = None  # New tokens (decoder-only models); None: the model's default
 
     def trace(self, **options):
         """This selection's trace (options: see ui.runs.TraceRequest), with the spinner."""
@@ -175,13 +177,14 @@ def sidebar() -> Selection:
                           help="Teacher-force this output; leave empty to see the model's "
                                "own greedy output.")
             target = st.session_state.target.strip() or None
+        max_new = new_tokens_control(model)  # decoder-only models; None elsewhere
         state.show_notices()
         state.widget_default("image_format", IMAGE_FORMATS[0])
         st.radio("Chart images", IMAGE_FORMATS, key="image_format", horizontal=True,
                  help="Format saved by the camera button of every chart's toolbar.")
         state.to_url(model=name, device=st.session_state.device, text=st.session_state.text,
                      target=target, dtype=st.session_state.dtype, resend=True)
-    return Selection(name, device, st.session_state.text, target, model)
+    return Selection(name, device, st.session_state.text, target, model, max_new)
 
 
 def _use_example() -> None:

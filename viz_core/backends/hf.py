@@ -31,6 +31,7 @@ from .base import (
     stream_from_records,
     to_numpy,
 )
+from .continuation import default_new_tokens
 from .families import Family
 from .hf_tokens import display_tokens, truncate_ids
 
@@ -334,6 +335,8 @@ class HFModel(Backend):
             else:
                 budget = min(room - len(prompt),
                              DEFAULT_MAX_NEW if max_new is None else int(max_new))
+                if max_new is None:  # continue only when cheaper than the trace (a note if not)
+                    budget = default_new_tokens(self.hf_model, len(prompt), budget, warnings)
                 full = self._generate(prompt, budget, spec) if budget > 0 else list(prompt)
                 full = prompt + self._cut_at_eos(full[len(prompt):], 0)
             encs = [{"input_ids": full, "special": None, "token_type_ids": None}]
