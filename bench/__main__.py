@@ -13,13 +13,15 @@ from viz_core.capture.memory import applied
 from .common import machine_note
 
 MODULES = ["bench_capture", "bench_peers", "bench_beam", "bench_payload", "bench_latency",
-           "bench_scaling", "bench_atlas"]
+           "bench_scaling", "bench_atlas", "bench_patching",
+           "bench_contributions"]
 COLS = ["name", "ratio", "target", "ok", "ours_s", "min–max", "peer_s", "peer", "device"]
 # per-module details worth a glance in the table (all fields are in results.json)
 DETAILS = ("ratio_of_mins", "threads", "page_faults", "peer_page_faults", "same_output", "step50_over_step5", "our_bytes", "bertviz_bytes", "trace_mb",
            "trace_mb_all_points", "peak_growth_mb", "peer_peak_growth_mb", "peak_gb", "page_bytes", "n2_ratio", "model",
            "heatmap_shows_it", "examples_per_s", "peer_examples_per_s", "ray1_examples_per_s",
-           "scaling_1_to_2", "steady_ray2", "steady_local")
+           "scaling_1_to_2", "steady_ray2", "steady_local", "max_effect_diff",
+           "pearson_heads", "pearson_positions", "spearman_heads", "spearman_positions", "adds_up")
 
 
 def fmt(v) -> str:
