@@ -26,6 +26,10 @@ from .base import (
     stream_from_records,
 )
 
+# New tokens a decoder-only model generates when the caller leaves it to the model (the
+# shipped lm toys stop earlier anyway: max_len 32)
+DEFAULT_NEW_TOKENS = 32
+
 
 class NativeModel(Backend):
     family = "native"
@@ -226,6 +230,8 @@ class NativeModel(Backend):
             budget = room if max_new is None else min(room, max_new)
             if cfg.kind == "encoder-decoder" and max_new is None:
                 budget = min(room, 2 * src.shape[1] + 10)
+            elif max_new is None:  # a long-context model (induction) would go on for pages
+                budget = min(room, DEFAULT_NEW_TOKENS)
             generated = []
             if budget > 0:  # ablation and positions apply here too
                 with recording(Recorder(ablate=spec or {}, positions=positions)):

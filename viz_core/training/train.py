@@ -64,7 +64,8 @@ def lr_factor(step: int, warmup: int, progress: float, floor: float = 0.05) -> f
 
 def train(task: str, out: str | Path | None = None, *, steps: int | None = None,
           batch_size: int | None = None, lr: float | None = None, warmup: int | None = None,
-          seed: int = 0, max_minutes: float | None = None, label_smoothing: float = 0.1,
+          seed: int = 0, max_minutes: float | None = None,
+          label_smoothing: float | None = None,
           n_train: int | None = None, n_test: int | None = None, evaluate: bool = True,
           progress: bool = True, threads: int | None = 1, log_every: int = 50,
           init: str | Path | None = None, name: str | None = None,
@@ -86,6 +87,8 @@ def train(task: str, out: str | Path | None = None, *, steps: int | None = None,
     warmup = d["warmup"] if warmup is None else warmup
     n_train = n_train or d["n_train"]
     n_test = d["n_test"] if n_test is None else n_test
+    if label_smoothing is None:  # the task's own (induction: 0), else 0.1
+        label_smoothing = d.get("label_smoothing", 0.1)
     previous_threads = torch.get_num_threads()
     if threads:
         torch.set_num_threads(threads)
@@ -205,7 +208,7 @@ def train(task: str, out: str | Path | None = None, *, steps: int | None = None,
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--task", required=True, choices=["en-fr", "dates", "lm"])
+    ap.add_argument("--task", required=True, choices=["en-fr", "dates", "lm", "induction"])
     ap.add_argument("--out", help="checkpoint dir to write (e.g. checkpoints/dates)")
     ap.add_argument("--steps", type=int)
     ap.add_argument("--batch-size", type=int)
@@ -224,7 +227,7 @@ def main(argv=None) -> None:
     ap.add_argument("--dropout", type=float)
     ap.add_argument("--lr", type=float)
     ap.add_argument("--warmup", type=int)
-    ap.add_argument("--label-smoothing", type=float, default=0.1)
+    ap.add_argument("--label-smoothing", type=float, help="default: the task's (0.1 for most)")
     ap.add_argument("--n-train", type=int)
     ap.add_argument("--n-test", type=int)
     ap.add_argument("--seed", type=int, default=0)
