@@ -101,3 +101,9 @@ def test_latency():
 
 def test_atlas():
     assert quick_rows("bench_atlas")
+
+
+def test_contributions():
+    rows = quick_rows("bench_contributions")
+    assert [r["name"].split(",")[0] for r in rows] == ["logit_attribution", "logit_lens (k=5)"]
+    assert rows[0]["adds_up"]  # the timed attribution adds up to the model's logit
