@@ -7,6 +7,7 @@ cache key of what it changes (attention_lab.ui.contributions).
 
 from dataclasses import replace
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -45,6 +46,7 @@ from viz_core.figures.contributions import (
     logit_lens_grid,
     patching_heatmap,
     patching_scatter,
+    shared_limit,
 )
 
 TABS = {"attribution": "Logit attribution", "lens": "Logit lens", "patching": "Patching",
@@ -110,6 +112,10 @@ target_request = TargetRequest(sel.model_name, sel.device, sel.text, sel.target,
 if token and against and token == against:
     st.error("The contrast token is the target token itself: their logit difference is "
              "always 0. Pick a different contrast token.", icon="⚠️")
+if model.architecture == "encoder-only":
+    st.caption("This model has no output head: patching compares its pooled sentence "
+               "embedding (cosine similarity to the clean run's), so the position and tokens "
+               "above are not used; the other sections read the attention itself.")
 state.show_notices()
 
 state.widget_default("tab", TABS[state.url_choice("tab", list(TABS), "attribution")])
@@ -212,35 +218,39 @@ with tabs["patching"]:
                 for w in real.warnings:
                     st.warning(literal(w), icon="✂️")
                 x_title = "head" if over == "heads" else "position"
-                if over == "layers":
-                    fig = layer_effect_bars(real.effect, real.rows,
-                                            "Patching the stream entering each layer")
-                else:
-                    fig = patching_heatmap(real.effect, real.rows, real.columns,
-                                           title=f"Activation patching over {over}",
-                                           x_title=x_title)
                 approx = None
-                if over != "layers":
+                if over == "layers":
+                    chart(layer_effect_bars(real.effect, real.rows,
+                                            "Patching the stream entering each layer"),
+                          key="hm_patch", name="patching-layers")
+                else:
                     left, right = st.columns(2)
-                    with left:
-                        chart(fig, key="hm_patch", name=f"patching-{over}")
                     with right, attempt("attribution patching"):
                         approx = patching(replace(request, method="attribution"))
-                        chart(patching_heatmap(approx.effect, approx.rows, approx.columns,
-                                               title="Attribution patching (gradient "
-                                                     "approximation)", x_title=x_title),
-                              key="hm_attr_patch", name=f"attribution-patching-{over}")
-                else:
-                    chart(fig, key="hm_patch", name="patching-layers")
+                    lim = shared_limit(real.effect, *([] if approx is None else [approx.effect]))
+                    with left:
+                        chart(patching_heatmap(real.effect, real.rows, real.columns,
+                                               title=f"Activation patching over {over}",
+                                               x_title=x_title, limit=lim),
+                              key="hm_patch", name=f"patching-{over}")
+                    if approx is not None:
+                        with right:
+                            chart(patching_heatmap(approx.effect, approx.rows, approx.columns,
+                                                   title="Attribution patching (gradient "
+                                                         "approximation)", x_title=x_title,
+                                                   limit=lim),
+                                  key="hm_attr_patch", name=f"attribution-patching-{over}")
                 if approx is not None:
                     cmp = compare(real, approx)
                     frame = cmp.frame
-                    chart(patching_scatter(frame["patching"], frame["attribution"],
-                                           [f"{r} · {c}" for r, c in zip(frame["row"],
-                                                                        frame["column"])],
-                                           cmp.pearson),
-                          key="hm_patch_scatter", name=f"patching-vs-attribution-{over}")
-                    st.caption(f"Correlation of attribution with activation patching: Pearson "
+                    left, right = st.columns(2)
+                    with left:
+                        chart(patching_scatter(frame["patching"], frame["attribution"],
+                                               [f"{r} · {c}" for r, c in zip(frame["row"],
+                                                                            frame["column"])],
+                                               cmp.pearson),
+                              key="hm_patch_scatter", name=f"patching-vs-attribution-{over}")
+                    right.caption(f"Correlation of attribution with activation patching: Pearson "
                                f"{cmp.pearson:.3f}, Spearman {cmp.spearman:.3f}.")
                 d1, d2 = st.columns(2)
                 with d1:
@@ -318,7 +328,8 @@ with tabs["search"]:
             else:
                 left, right = st.columns([2, 3])
                 with left:
-                    table = found.frame[["block", "layer", "head", "score", "query", "key"]]
+                    columns = ["block", "layer", "head", "score"]
+                    table = found.frame[columns + ([] if mode == "pair" else ["query", "key"])]
                     st.dataframe(table.round(4), key="hs_table", on_select="rerun",
                                  selection_mode="single-row", hide_index=True, height=360,
                                  width="stretch")
@@ -339,17 +350,22 @@ with tabs["search"]:
 with tabs["qk"]:
     if tabs["qk"].open:
         blocks = trace.blocks
-        state.widget_default("qk_block", state.url_choice("qk_block", blocks, blocks[0]))
+        own = [name for name in blocks if name.endswith(".self")] or blocks
+        state.widget_default("qk_block", state.url_choice("qk_block", blocks, own[-1]))
         if st.session_state.qk_block not in blocks:
-            st.session_state.qk_block = blocks[0]
+            st.session_state.qk_block = own[-1]
         k1, k2, k3, k4 = st.columns([2, 1, 2, 2])
         k1.selectbox("Block", blocks, key="qk_block")
         b = trace[st.session_state.qk_block]
         qmax, kmax = len(b.query_tokens) - 1, len(b.key_tokens) - 1
-        for key_, hi, default in (("qk_head", b.n_heads - 1, 0), ("qk_q", qmax, qmax),
-                                  ("qk_k", kmax, 0)):
+        for key_, hi, default in (("qk_head", b.n_heads - 1, 0), ("qk_q", qmax, qmax)):
             state.widget_default(key_, state.url_int(key_, default, 0, hi))
             st.session_state[key_] = max(0, min(hi, int(st.session_state[key_])))
+        q_now = int(st.session_state.qk_q)  # default key: where this head looks most from there
+        strongest = int(np.argmax(b.window(int(st.session_state.qk_head), (q_now, q_now + 1),
+                                           (0, kmax + 1))[0]))
+        state.widget_default("qk_k", state.url_int("qk_k", strongest, 0, kmax))
+        st.session_state.qk_k = max(0, min(kmax, int(st.session_state.qk_k)))
         k2.number_input(f"Head (0–{b.n_heads - 1})", 0, b.n_heads - 1, key="qk_head", step=1)
         ql, kl = choice_labels(b.query_tokens), choice_labels(b.key_tokens)
         k3.selectbox("Query", list(range(qmax + 1)), key="qk_q", format_func=lambda i: ql[i])

@@ -66,9 +66,17 @@ def signed_heatmap(m: np.ndarray, rows: Sequence[str], columns: Sequence[str], *
                    limit: float | None = None) -> go.Figure:
     """A block x head (or layer x position) matrix of signed values, centred on 0."""
     lim = limit if limit is not None else _limit(np.asarray(m, dtype=np.float64))
-    return matrix_heatmap(f32(m), list(rows), list(columns), title=title,
-                          value_name=value_name, colorscale=SIGNED, zmin=-lim, zmax=lim,
-                          zmid=0.0, x_title=x_title, y_title=y_title, max_cells=None)
+    return _ticks_below(matrix_heatmap(
+        f32(m), list(rows), list(columns), title=title, value_name=value_name,
+        colorscale=SIGNED, zmin=-lim, zmax=lim, zmid=0.0, x_title=x_title, y_title=y_title,
+        max_cells=None))
+
+
+def _ticks_below(fig: go.Figure) -> go.Figure:
+    """Column labels under the map: these are not attention matrices (keys on top), and the
+    title needs the room above."""
+    fig.update_xaxes(side="bottom")
+    return fig
 
 
 # ---- direct logit attribution -----------------------------------------------------------------
@@ -98,7 +106,7 @@ def attribution_bars(frame: pd.DataFrame, title: str | None = None) -> go.Figure
         rows += [(f"{b} (all heads)", v) for b, v in sorted(sums.items(),
                                                               key=lambda t: _block_order(t[0]))]
     return _bars([n for n, _ in rows], [v for _, v in rows],
-                 title or "Embeddings, MLPs, biases and each block's heads together",
+                 title or "Embeddings, MLPs and biases",
                  "contribution to the logit")
 
 
@@ -146,7 +154,7 @@ def logit_lens_grid(layers: Sequence[str], tokens: Sequence[str],
     fig = go.Figure(go.Heatmap(**heat), layout=layout_dict(
         title or "Logit lens: top token per layer and position (colour: probability of the "
                  "final prediction)",
-        xaxis=dict(type="category", title="position (input token)", side="top",
+        xaxis=dict(type="category", title="position (input token)",
                    tickmode="array", tickvals=xl, ticktext=ticks, tickangle=-45),
         yaxis=dict(type="category", title="", autorange="reversed"),
         height=max(300, 34 * n_layers + 160)))
@@ -160,11 +168,19 @@ def _cut(token: str, limit: int = 8) -> str:
 
 # ---- patching ---------------------------------------------------------------------------------
 def patching_heatmap(effect: np.ndarray, rows: Sequence[str], columns: Sequence[str], *,
-                     title: str, x_title: str = "head", y_title: str = "") -> go.Figure:
-    """Patching effects (0 = corrupted, 1 = clean): rows x columns, centred on 0."""
+                     title: str, x_title: str = "head", y_title: str = "",
+                     limit: float | None = None) -> go.Figure:
+    """Patching effects (0 = corrupted, 1 = clean): rows x columns, centred on 0; colours
+    run to ±limit (default: the largest |effect|, so small effects still show)."""
     e = np.asarray(effect, dtype=np.float64)
     return signed_heatmap(e, rows, columns, title=title, value_name="effect",
-                          x_title=x_title, y_title=y_title, limit=max(1.0, _limit(e)))
+                          x_title=x_title, y_title=y_title,
+                          limit=limit if limit is not None else _limit(e))
+
+
+def shared_limit(*arrays) -> float:
+    """One colour limit for maps shown side by side: the largest |value| of any of them."""
+    return max(_limit(np.asarray(a, dtype=np.float64)) for a in arrays)
 
 
 def layer_effect_bars(effect: Sequence[float], rows: Sequence[str], title: str) -> go.Figure:
@@ -179,8 +195,8 @@ def patching_scatter(real: np.ndarray, approx: np.ndarray, labels: Sequence[str]
     x = np.asarray(real, dtype=np.float64).ravel()
     y = np.asarray(approx, dtype=np.float64).ravel()
     ok = np.isfinite(x) & np.isfinite(y)
-    lo = float(min(x[ok].min(), y[ok].min(), 0.0)) if ok.any() else 0.0
-    hi = float(max(x[ok].max(), y[ok].max(), 1.0)) if ok.any() else 1.0
+    lo = float(min(x[ok].min(), y[ok].min())) if ok.any() else 0.0
+    hi = float(max(x[ok].max(), y[ok].max())) if ok.any() else 1.0
     r = "n/a" if not np.isfinite(pearson) else f"{pearson:.3f}"
     fig = go.Figure([
         go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", line=dict(color="#999", dash="dot"),
@@ -222,12 +238,11 @@ def composition_heatmap(frame: pd.DataFrame, kind: str, title: str | None = None
     m, senders, receivers = composition_matrix(frame, kind)
     finite = m[np.isfinite(m)]
     top = float(finite.max()) if finite.size else 1.0
-    return matrix_heatmap(f32(m), senders, receivers,
-                          title=title or f"{kind}-composition: sender (rows) → receiver "
-                                         "(columns)",
-                          value_name="score", colorscale="Viridis", zmin=0.0,
-                          zmax=top or 1.0, x_title="receiver head",
-                          y_title="sender head", max_cells=None)
+    return _ticks_below(matrix_heatmap(
+        f32(m), senders, receivers,
+        title=title or f"{kind}-composition: sender (rows) → receiver (columns)",
+        value_name="score", colorscale="Viridis", zmin=0.0, zmax=top or 1.0,
+        x_title="receiver head", y_title="sender head", max_cells=None))
 
 
 def qk_bars(frame: pd.DataFrame, score: float, top: int = 15,
@@ -246,6 +261,6 @@ def head_search_heatmap(frame: pd.DataFrame, title: str) -> go.Figure:
     """Every head's search score, blocks (rows) x heads (columns), on the weight scale."""
     names = [f"{b}.h{h}" for b, h in zip(frame["block"], frame["head"])]
     m, blocks, width = head_matrix(names, list(frame["score"]))
-    return matrix_heatmap(f32(m), blocks, [f"h{h}" for h in range(width)], title=title,
-                          value_name="weight", zmin=0.0, zmax=1.0, x_title="head",
-                          y_title="", max_cells=None)
+    return _ticks_below(matrix_heatmap(
+        f32(m), blocks, [f"h{h}" for h in range(width)], title=title, value_name="weight",
+        zmin=0.0, zmax=1.0, x_title="head", y_title="", max_cells=None))
