@@ -14,6 +14,7 @@ models' own outputs.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -27,6 +28,7 @@ TEXT = "the cat sat on the mat because it was tired"
 NATIVE_TEXT = "the small black cats"
 T5_TARGET = "the cat sat"
 REL = 1e-4  # the issue's tolerance for "adds up"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +41,9 @@ def native():
     cache = {}
 
     def get(name):
-        if name not in cache:
-            cache[name] = vc.load(name)
+        if name not in cache:  # the induction model by its folder (shipped when trained)
+            where = ROOT / "checkpoints" / name if name == "induction" else name
+            cache[name] = vc.load(str(where))
         return cache[name]
     return get
 
@@ -80,8 +83,10 @@ def _uncapped(model, logits):
 
 
 # ---- sums and the model's own logit --------------------------------------------------------
-@pytest.mark.parametrize("name", ["lm", "lm-rope"])
+@pytest.mark.parametrize("name", ["lm", "lm-rope", "induction"])
 def test_native_attribution_adds_up_to_the_models_logit(native, name):
+    if name == "induction" and not (ROOT / "checkpoints" / "induction").is_dir():
+        pytest.skip("checkpoints/induction is not trained yet (make checkpoints)")
     model = native(name)
     logits = native_logits(model, NATIVE_TEXT)
     for position in (-1, 2):
@@ -178,6 +183,20 @@ def test_lens_last_layer_is_the_models_output(tiny, family):
     assert lens.prob[-1] == pytest.approx(top.values[:, 0].numpy(), abs=1e-5)
     assert lens.top_probs.shape == (n_layers + 1, logits.shape[0], 3)
     assert (lens.rank >= 0).all() and ((lens.prob >= 0) & (lens.prob <= 1)).all()
+
+
+def test_lens_in_chunks_of_positions(tiny, monkeypatch):
+    """Long inputs: the lens computes its (positions x vocabulary) logits a few rows at a
+    time; the result is the same as all at once."""
+    from viz_core.analysis import contributions
+
+    model = tiny("gpt2")
+    whole = model.logit_lens(TEXT, k=4)
+    vocab = model.unembedding()[0].shape[0]
+    monkeypatch.setattr(contributions, "LENS_CHUNK_BYTES", 3 * 4 * vocab)  # 3 rows a chunk
+    chunked = model.logit_lens(TEXT, k=4)
+    assert (chunked.top_ids == whole.top_ids).all() and (chunked.rank == whole.rank).all()
+    assert chunked.top_probs == pytest.approx(whole.top_probs, abs=1e-6)
 
 
 def test_lens_native_and_earlier_layers(native):

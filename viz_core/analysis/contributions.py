@@ -34,6 +34,7 @@ from ..errors import DecompositionError, InputError, VizError
 CAPTURE = ("q", "k", "v", "z", "stream")
 KINDS = ("embed", "position", "head", "mlp", "bias")
 ADDABLE = ("pre", "pre+post", "output")  # norm placements whose stream is a plain sum
+LENS_CHUNK_BYTES = 64 << 20  # float32 logits of the lens computed per chunk of positions
 
 
 # ---- running the model -------------------------------------------------------------------
@@ -273,10 +274,16 @@ def logit_attribution(backend, text: str, target: str | None = None, *, position
         softcapped = float(full[t_id] - (full[a_id] if a_id is not None else 0.0))
         note += (f" This model caps its final logits (tanh, cap {cap:g}); the attribution is "
                  f"of the logit before the cap, which is linear.")
+    warnings = list(trace.warnings)
+    gap = abs(float(frame.contribution.sum()) - logit)
+    if gap > 1e-4 * max(1.0, abs(logit)):  # low precision: each sublayer's output was rounded
+        warnings.append(f"The components add up to the logit only to within {gap:.2g}: this "
+                        f"model runs in {str(x_final.dtype).removeprefix('torch.')}, and each "
+                        f"sublayer's output was rounded before it was added to the stream.")
     return LogitAttribution(frame=frame, logit=logit, position=p, token=names_of[0],
                             token_id=t_id, against=names_of[1] if a_id is not None else None,
                             against_id=a_id, tokens=tokens, note=note,
-                            softcapped_logit=softcapped, warnings=list(trace.warnings))
+                            softcapped_logit=softcapped, warnings=warnings)
 
 
 # ---- logit lens --------------------------------------------------------------------------
@@ -329,17 +336,22 @@ def logit_lens(backend, text: str, target: str | None = None, *, k: int = 5) -> 
     vocab = w_u.shape[0]
     if not 1 <= k <= vocab:
         raise InputError(f"k must be between 1 and the vocabulary size {vocab}, not {k}.")
-    final = torch.log_softmax(final_logits(backend, streams[-1]), dim=-1)  # (T, V)
-    pred = final.argmax(-1)  # (T,)
+    step = max(1, LENS_CHUNK_BYTES // (4 * vocab))  # positions per chunk of (rows, V) logits
+    n = streams[-1].shape[0]
+    pred = torch.cat([final_logits(backend, streams[-1][r0:r0 + step]).argmax(-1)
+                      for r0 in range(0, n, step)])  # (T,): the model's own prediction
     top_ids, top_probs, ranks, probs = [], [], [], []
     for x in streams:
-        lp = final if x is streams[-1] else torch.log_softmax(final_logits(backend, x), -1)
-        tp, ti = lp.topk(k, dim=-1)
-        top_ids.append(ti)
-        top_probs.append(tp.exp())
-        own = lp.gather(-1, pred[:, None])  # (T, 1)
-        ranks.append((lp > own).sum(-1))
-        probs.append(own[:, 0].exp())
+        parts = []
+        for r0 in range(0, n, step):
+            lp = torch.log_softmax(final_logits(backend, x[r0:r0 + step]), dim=-1)
+            tp, ti = lp.topk(k, dim=-1)
+            own = lp.gather(-1, pred[r0:r0 + step, None])  # (rows, 1)
+            parts.append((ti, tp.exp(), (lp > own).sum(-1), own[:, 0].exp()))
+        top_ids.append(torch.cat([p[0] for p in parts]))
+        top_probs.append(torch.cat([p[1] for p in parts]))
+        ranks.append(torch.cat([p[2] for p in parts]))
+        probs.append(torch.cat([p[3] for p in parts]))
     top_ids_np = torch.stack(top_ids).cpu().numpy().astype(np.int64)
     flat = backend.token_strings(top_ids_np.reshape(-1).tolist())
     n_l, n_t = top_ids_np.shape[:2]
