@@ -192,6 +192,11 @@ def qk_attribution(backend, text: str, block: str, head: int, query: int, key: i
     if masked:
         warnings.append(f"Query {i} may not attend to key {j} (the mask blocks it): its "
                         f"score is shown before masking; its attention weight is 0.")
+    gap = abs(sum(contrib) - model_score)
+    if gap > 1e-4 * max(1.0, abs(model_score)):  # low precision: rounded sublayer outputs
+        warnings.append(f"The terms add up to the score only to within {gap:.2g}: this model "
+                        f"runs in {str(src.q.dtype).removeprefix('torch.')}, and each "
+                        f"sublayer's output was rounded before it was added to the stream.")
     frame = pd.DataFrame({"query_component": qn, "key_component": kn,
                           "contribution": contrib})
     return QKAttribution(frame=frame, score=model_score, block=block, head=h, query=i, key=j,
