@@ -49,9 +49,10 @@ def cmd_app(args) -> int:
     # Streamlit reads .streamlit/config.toml from the working directory, so run it from the
     # app's folder; exec: the server is this process (Ctrl+C and kill reach it directly).
     os.chdir(folder)
-    if hasattr(os, "execve") and os.name == "posix":
+    if os.name == "posix":
         sys.stdout.flush()
         os.execve(sys.executable, argv, env)
+        return 0  # not reached: execve replaces this process
     import subprocess
 
     return subprocess.call(argv, env=env)
