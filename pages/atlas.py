@@ -1,7 +1,9 @@
 """Head atlas: what every head does across a dataset (viz_core.atlas), as a layer x head map.
 
-Open a finished atlas directory, or run a small one here (as a subprocess: this server never
-starts Ray itself). URL state: atlas (the directory), akind, alayer, ahead, arole.
+Open a finished atlas directory (or a `--task patching` run: the mean and spread of every
+head's patching effect over a dataset of pairs), or run a small atlas here (as a subprocess:
+this server never starts Ray itself). URL state: atlas (the directory), akind, alayer, ahead,
+arole.
 """
 
 import time
@@ -15,11 +17,14 @@ from attention_lab.ui.controls import KIND_LABELS
 from attention_lab.ui.errors import reported
 from attention_lab.ui.page import selection
 from attention_lab.ui.sidebar import deployment_policy
-from viz_core.atlas import ROLE_LABELS, ROLES, is_atlas, load_atlas
+from viz_core.atlas import ROLE_LABELS, ROLES, is_atlas, is_patching, load_atlas, load_patching
 from viz_core.atlas.figures import (
     LABELS,
     head_distribution,
     heads_distribution,
+    patching_map,
+    patching_pairs_table,
+    patching_ranking,
     role_map,
     score_map,
     top_table,
@@ -51,8 +56,10 @@ with st.expander("Run a small atlas", expanded=not runs and not st.session_state
                                   key="atlas_upload")
     c1, c2, c3 = st.columns(3)
     limit = c1.number_input(f"At most (1–{MAX_RUN})", 1, MAX_RUN, 500, key="atlas_limit")
-    engine = c2.selectbox("Engine", ["ray", "local"], key="atlas_engine",
-                          help="ray: a local Ray with two model workers; local: in one process")
+    engine = c2.selectbox("Engine", ["auto", "ray", "local"], key="atlas_engine",
+                          help="auto: in this process, moving to a local Ray with two model "
+                          "workers once the rest would take long enough for Ray to pay off "
+                          "(docs/ATLAS.md); ray: always Ray; local: always in one process")
     probe = c3.number_input("Probe examples", 0, 500, 32, key="atlas_probe",
                             help="repeated random tokens, for the induction score")
     # a flag set by the click's callback survives a rerun of the script before it gets here
@@ -99,7 +106,8 @@ path = st.session_state.atlas_dir.strip()
 state.to_url(atlas=path)
 if not path:
     st.info("Run an atlas above, or give the directory of a finished one "
-            "(`python -m viz_core.atlas --model NAME --data FILE --out DIR`).")
+            "(`python -m viz_core.atlas --model NAME --data FILE --out DIR`, or `--task "
+            "patching --pairs FILE` for head patching over pairs).")
     st.stop()
 folder = Path(path).expanduser()
 if not deployment_policy().allow_local_paths and home.resolve() not in folder.resolve().parents:
@@ -107,6 +115,72 @@ if not deployment_policy().allow_local_paths and home.resolve() not in folder.re
     st.stop()
 if not is_atlas(folder):
     st.error(f"{path} is not an atlas directory (no manifest.json).")
+    st.stop()
+
+
+def pick_clicked_head(key: str) -> None:
+    """A clicked cell of a map picks the head shown below (before its inputs are drawn)."""
+    points = st.session_state[key]["selection"]["points"]
+    if points:
+        st.session_state.atlas_layer = int(points[0].get("y", 0))
+        st.session_state.atlas_head = int(points[0].get("x", 0))
+
+
+def pick_kind(kinds: list[str]) -> str:
+    state.widget_default("atlas_kind", state.url_choice("akind", kinds, kinds[0]))
+    if st.session_state.atlas_kind not in kinds:
+        st.session_state.atlas_kind = kinds[0]
+    return st.selectbox("Block", kinds, key="atlas_kind",
+                        format_func=lambda k: KIND_LABELS.get(k, k))
+
+
+def pick_head(n_layers: int, n_heads: int, c1, c2) -> tuple[int, int]:
+    state.widget_default("atlas_layer", state.url_int("alayer", 0, 0, n_layers - 1))
+    state.widget_default("atlas_head", state.url_int("ahead", 0, 0, n_heads - 1))
+    st.session_state.atlas_layer = max(0, min(int(st.session_state.atlas_layer), n_layers - 1))
+    st.session_state.atlas_head = max(0, min(int(st.session_state.atlas_head), n_heads - 1))
+    layer = c1.number_input(f"Layer (0–{n_layers - 1})", 0, n_layers - 1, key="atlas_layer")
+    head = c2.number_input(f"Head (0–{n_heads - 1})", 0, n_heads - 1, key="atlas_head")
+    return int(layer), int(head)
+
+
+if is_patching(folder):  # `python -m viz_core.atlas --task patching --pairs FILE`
+    with reported("reading the patching run"):
+        patched = load_patching(folder)
+    info = patched.info
+    st.write(f"**Head patching** · **{info.get('model')}** on `{info.get('data')}` · "
+             f"{info.get('patched', 0):,} of {info.get('examples', 0):,} pairs patched · "
+             "effect 0 = the corrupted run's metric, 1 = the clean run's")
+    if info.get("failed"):
+        first = (info.get("errors") or [{}])[0]
+        st.warning(f"{info['failed']:,} pairs could not be patched and are left out; the "
+                   f"first (pair {first.get('example')}): {first.get('error')}", icon="⚠️")
+    if not info.get("complete"):
+        st.warning(f"Partial run: {info.get('shards_done')} of {info.get('shards')} shards "
+                   "finished. Continue it with `--resume`.", icon="⏸️")
+    if patched.summary.empty:
+        st.info("No pair patched yet.")
+        st.stop()
+    present = set(patched.summary["kind"])
+    kind = pick_kind([k for k in KIND_LABELS if k in present] + sorted(present - set(KIND_LABELS)))
+    part = patched.summary[patched.summary["kind"] == kind]
+    chart(patching_map(patched.summary, kind), key="patch_map", name="atlas-patching",
+          on_select=lambda: pick_clicked_head("patch_map"))
+    chart(patching_ranking(patched.summary, kind), key="patch_rank",
+          name="atlas-patching-ranking")
+    st.subheader("One head")
+    c1, c2 = st.columns(2)
+    layer, head = pick_head(int(part["layer"].max()) + 1, int(part["head"].max()) + 1, c1, c2)
+    state.to_url(akind=kind, alayer=layer, ahead=head)
+    row = part[(part["layer"] == layer) & (part["head"] == head)]
+    if len(row):
+        r = row.iloc[0]
+        st.write(f"Mean effect **{r['mean']:.3f}** · spread (std) {r['std']:.3f} · standard "
+                 f"error {r['sem']:.3f} · from {r['min']:.3f} to {r['max']:.3f} over "
+                 f"{int(r['n'])} pairs")
+    st.caption("The pairs where patching this head restores the most")
+    st.dataframe(patching_pairs_table(patched, kind, layer, head), key="patch_top",
+                 hide_index=True, width="stretch")
     st.stop()
 with reported("reading the atlas"):
     atlas = load_atlas(folder)
@@ -125,22 +199,9 @@ if atlas.summary.empty:
     st.stop()
 
 present = set(atlas.summary["kind"])
-kinds = [k for k in KIND_LABELS if k in present] + sorted(present - set(KIND_LABELS))
-state.widget_default("atlas_kind", state.url_choice("akind", kinds, kinds[0]))
-if st.session_state.atlas_kind not in kinds:
-    st.session_state.atlas_kind = kinds[0]
-kind = st.selectbox("Block", kinds, key="atlas_kind", format_func=lambda k: KIND_LABELS.get(k, k))
+kind = pick_kind([k for k in KIND_LABELS if k in present] + sorted(present - set(KIND_LABELS)))
 part = atlas.summary[atlas.summary["kind"] == kind]
 n_layers, n_heads = int(part["layer"].max()) + 1, int(part["head"].max()) + 1
-
-
-
-def pick_clicked_head(key: str) -> None:
-    """A clicked cell of a map picks the head shown below (before its inputs are drawn)."""
-    points = st.session_state[key]["selection"]["points"]
-    if points:
-        st.session_state.atlas_layer = int(points[0].get("y", 0))
-        st.session_state.atlas_head = int(points[0].get("x", 0))
 
 
 tabs = st.tabs(["Dominant role", *(ROLE_LABELS[r] for r in ROLES)])
@@ -156,12 +217,7 @@ for tab, role in zip(tabs[1:], ROLES):
 
 st.subheader("One head")
 c1, c2, c3 = st.columns([1, 1, 2])
-state.widget_default("atlas_layer", state.url_int("alayer", 0, 0, n_layers - 1))
-state.widget_default("atlas_head", state.url_int("ahead", 0, 0, n_heads - 1))
-st.session_state.atlas_layer = max(0, min(int(st.session_state.atlas_layer), n_layers - 1))
-st.session_state.atlas_head = max(0, min(int(st.session_state.atlas_head), n_heads - 1))
-layer = c1.number_input(f"Layer (0–{n_layers - 1})", 0, n_layers - 1, key="atlas_layer")
-head = c2.number_input(f"Head (0–{n_heads - 1})", 0, n_heads - 1, key="atlas_head")
+layer, head = pick_head(n_layers, n_heads, c1, c2)
 row = part[(part["layer"] == layer) & (part["head"] == head)]
 dominant = row["dominant"].iloc[0] if len(row) else "mixed"
 state.widget_default("atlas_role", state.url_choice(

@@ -130,3 +130,71 @@ def test_every_map_cell_can_be_clicked(atlas_dir):
         assert sorted(zip(cells.y, cells.x)) == [(layer, head) for layer in range(2)
                                                  for head in range(4)]
         assert all("layer" in t for t in cells.text)
+
+
+def test_run_the_atlas_defaults_to_auto_and_typed_lines_run_in_process(monkeypatch, tmp_path):
+    """Issue 24 item 5: a few lines typed here never start Ray."""
+    at = open_page(monkeypatch, tmp_path, model="lm")
+    assert at.selectbox(key="atlas_engine").value == "auto"
+    at.text_area(key="atlas_lines").input("the red cat\ni do not")
+    at.number_input(key="atlas_probe").set_value(2)
+    at.button(key="atlas_run").click().run()
+    no_errors(at)
+    (run,) = list((tmp_path / "home").iterdir())
+    info = json.loads((run / "atlas.json").read_text())
+    assert info["complete"] and info["run"]["engine"] == "auto"
+    assert info["run"]["ran_on"] == ["local"] and info["run"]["auto"]["engine"] == "local"
+
+
+@pytest.fixture(scope="module")
+def patching_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("atlas_patching_page")
+    (d / "pairs.csv").write_text("clean,corrupted,token,against\n"
+                                 "the red cat,the black cat,,\n"
+                                 "the dog sees the cat,the cat sees the cat,,\n"
+                                 "i do not,i do the,,\n"
+                                 "the red cat,the cat,,\n")
+    out = d / "run"
+    run_atlas(AtlasConfig(model="lm", data=str(d / "pairs.csv"), out=str(out),
+                          task="patching", engine="local", shard_size=2, threads=1))
+    return out
+
+
+def test_page_opens_a_patching_run(patching_dir, monkeypatch, tmp_path):
+    import numpy as np
+
+    from viz_core.atlas import load_patching
+
+    summary = load_patching(patching_dir).summary
+    at = open_page(monkeypatch, tmp_path, model="lm", atlas=patching_dir, alayer=1, ahead=3)
+    assert not at.exception, [e.message for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    # the unequal pair is reported, not hidden
+    assert any("1 pairs could not be patched" in w.value and "3 tokens" in w.value
+               for w in at.warning)
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    heat = specs[0]["data"][0]
+    assert heat["type"] == "heatmap"
+    z = np.asarray(heat["z"], np.float32) if isinstance(heat["z"], list) else _decode(heat["z"])
+    want = np.full((2, 4), np.nan, np.float32)
+    for r in summary.itertuples():
+        want[r.layer, r.head] = r.mean
+    np.testing.assert_array_equal(z.reshape(2, 4), want)  # the same float32 numbers
+    assert specs[1]["data"][0]["type"] == "bar"  # ranking with error bars (spread)
+    assert specs[1]["data"][0]["error_x"]["type"] == "data"
+    table = at.dataframe[0].value
+    assert 1 <= len(table) <= 3 and set(table["clean"]) <= {
+        "the red cat", "the dog sees the cat", "i do not"}
+    assert any("over 3 pairs" in m.value for m in at.markdown)
+    assert at.query_params["ahead"] in ("3", ["3"])
+
+
+def _decode(z: dict):
+    """Plotly's typed-array form of a numpy array in a figure spec."""
+    import base64
+
+    import numpy as np
+
+    dtypes = {"f4": np.float32, "f8": np.float64}
+    arr = np.frombuffer(base64.b64decode(z["bdata"]), dtype=dtypes[z["dtype"]])
+    return arr.reshape([int(v) for v in str(z["shape"]).split(",")])

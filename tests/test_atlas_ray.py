@@ -60,3 +60,38 @@ def test_ray_resume_after_a_stop(data, in_process, tmp_path):
     info = run_atlas(cfg(data, out, engine="ray", workers=1, resume=True))
     assert info["complete"] and info["run"]["resumed_shards"] >= 1
     assert_same_output(out, in_process)
+
+
+def test_auto_moves_the_rest_to_ray_when_it_pays_off(data, in_process, tmp_path):
+    """Issue 24 item 5: "auto" runs shards in-process until the rest would take longer than
+    Ray's start-up; with that threshold at 0 s, the second shard on goes to Ray. The rows
+    are the in-process run's."""
+    info = run_atlas(cfg(data, tmp_path / "auto", engine="auto", workers=2, ray_after_s=0))
+    run = info["run"]
+    assert run["ran_on"] == ["local", "ray"] and run["shards_by_engine"]["local"] == 1
+    assert run["auto"]["engine"] == "ray" and run["auto"]["rest_examples"] > 0
+    assert_same_output(tmp_path / "auto", in_process)
+
+
+def test_patching_on_ray_with_a_killed_worker_equals_in_process(tmp_path, monkeypatch):
+    """Issue 23 item 8: head patching over pairs on the Ray engine, one worker killed and
+    its shard retried, gives the in-process rows and summary."""
+    import pandas as pd
+    from test_atlas_patching import PAIRS, pcfg, write_pairs
+
+    pairs = write_pairs(tmp_path / "pairs.csv", PAIRS)
+    local = run_atlas(pcfg(pairs, tmp_path / "local"))
+    flag = tmp_path / "killed"
+    monkeypatch.setenv(KILL_ENV, str(flag))
+    info = run_atlas(pcfg(pairs, tmp_path / "ray", engine="ray", workers=2))
+    assert flag.read_text().startswith("killed during shard")
+    assert info["complete"] and info["run"]["ran_on"] == ["ray"]
+    assert (info["patched"], info["failed"]) == (local["patched"], local["failed"])
+    for name in ("patching.parquet", "patching_top.parquet"):
+        pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "ray" / name),
+                                      pd.read_parquet(tmp_path / "local" / name), obj=name)
+    for s in range(3):
+        for kind in ("heads", "examples"):
+            f = f"shards/{kind}-{s:05d}.parquet"
+            pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "ray" / f),
+                                          pd.read_parquet(tmp_path / "local" / f), obj=f)

@@ -1,9 +1,14 @@
 """python -m viz_core.atlas --model NAME --data FILE --out DIR [--address ADDR] [--limit N]
-[--batch B] [--resume]
+[--batch B] [--resume] [--engine auto|ray|local]
+python -m viz_core.atlas --task patching --model NAME --pairs FILE --out DIR [...]
 
-Runs the head atlas on Ray Data (a local Ray by default, a cluster with --address) or, with
---engine local, in this process. --data takes a .txt file (one example per line), a .csv/.tsv
-or .parquet file with a `text` column, or `probe` (the built-in repeated-random-token set).
+Runs the head atlas in this process or on Ray Data. --engine auto (the default) runs
+in-process and moves the rest of the run to a local Ray once it would take longer than Ray's
+start-up costs (docs/ATLAS.md, "Which engine"); with --address it runs on that Ray cluster.
+--data takes a .txt file (one example per line), a .csv/.tsv or .parquet file with a `text`
+column, or `probe` (the built-in repeated-random-token set). --task patching patches every
+head on each (clean, corrupted) pair of --pairs (a CSV with the columns clean, corrupted and
+optionally token, against) and reports the mean and spread of each head's effect.
 Exit codes: 0 done, 2 bad input or settings, 130 interrupted (resume with --resume).
 """
 
@@ -17,14 +22,20 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m viz_core.atlas", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True, help="shipped name, 'minilm', a path or an id")
-    ap.add_argument("--data", required=True, help="a .txt/.csv/.parquet file, or 'probe'")
+    ap.add_argument("--data", help="a .txt/.csv/.parquet file, or 'probe' (task roles)")
+    ap.add_argument("--task", choices=("roles", "patching"), default="roles",
+                    help="roles (default): what each head does; patching: head patching "
+                    "over --pairs")
+    ap.add_argument("--pairs", help="task patching: a CSV with the columns clean, corrupted "
+                    "(optional: token, against)")
     ap.add_argument("--out", required=True, help="output directory")
     ap.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
     ap.add_argument("--limit", type=int, help="first N examples only")
     ap.add_argument("--batch", type=int, default=8, help="examples per forward pass")
     ap.add_argument("--resume", action="store_true", help="continue a stopped run in --out")
-    ap.add_argument("--engine", choices=("ray", "local"), default="ray",
-                    help="ray (default) or local: in this process, no engine")
+    ap.add_argument("--engine", choices=("auto", "ray", "local"), default="auto",
+                    help="auto (default): in-process, Ray once it pays off or with --address;"
+                    " ray; local: in this process only")
     ap.add_argument("--workers", type=int, help="model actors (default: one per GPU, else 2)")
     ap.add_argument("--shard-size", type=int, default=64, help="examples per output shard")
     ap.add_argument("--probe", type=int, default=32,
@@ -33,13 +44,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, help="torch threads per worker")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     args = ap.parse_args(argv)
+    if args.task == "patching" and not (args.pairs or args.data):
+        ap.error("--task patching needs --pairs FILE (columns clean, corrupted[, token, "
+                 "against])")
+    if args.task == "roles" and args.pairs:
+        ap.error("--pairs goes with --task patching; the role atlas reads --data")
+    if args.task == "roles" and not args.data:
+        ap.error("the following arguments are required: --data")
 
     from tqdm import tqdm
 
     from ..errors import VizError
     from . import AtlasConfig, run_atlas
 
-    cfg = AtlasConfig(model=args.model, data=args.data, out=args.out, address=args.address,
+    cfg = AtlasConfig(model=args.model, data=args.pairs or args.data, out=args.out,
+                      address=args.address, task=args.task,
                       limit=args.limit, batch=args.batch, resume=args.resume,
                       engine=args.engine, workers=args.workers, shard_size=args.shard_size,
                       probe=args.probe, device=args.device, threads=args.threads)
@@ -72,8 +91,22 @@ def main(argv: list[str] | None = None) -> int:
             bar.close()
     run = info["run"]
     rate = run.get("examples_per_s")
+    engines = " then ".join(e for e in ("local", "ray") if e in run.get("ran_on", []))
+    if info.get("task") == "patching":
+        first = (info.get("errors") or [{}])[0].get("error")
+        if info["examples"] and not info["patched"]:
+            print(f"atlas: none of the {info['examples']} pairs could be patched; the first: "
+                  f"{first}", file=sys.stderr)
+            return 2
+        print(f"atlas: patched {info['patched']} of {info['examples']} pairs, "
+              f"{info['shards_done']} shards in {args.out}"
+              f"{f' ({engines})' if engines else ''}; "
+              f"{f'{rate:.2f} pairs/s' if rate else 'nothing new to run'}; "
+              f"failed: {info['failed']}{f' (first: {first})' if first else ''}")
+        return 0
     print(f"atlas: {info['examples']} examples (+{info['probe_examples']} probe), "
-          f"{info['shards_done']} shards in {args.out}; "
+          f"{info['shards_done']} shards in {args.out}"
+          f"{f' ({engines})' if engines else ''}; "
           f"{f'{rate:.1f} examples/s' if rate else 'nothing new to run'}; "
           f"cut: {info['input'].get('chars_cut', 0)} over the character limit, "
           f"{info['token_cut']} over the model's length; failed: {info['failed']}")

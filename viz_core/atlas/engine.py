@@ -15,7 +15,6 @@ Flow:
 from __future__ import annotations
 
 import os
-import socket
 import threading
 import time
 import warnings
@@ -24,17 +23,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..errors import VizError
-from .inputs import PROBE, AtlasInputError, InputStats, probe_texts, read_examples
+from .inputs import PROBE, AtlasError, InputStats, probe_texts, read_examples
 from .layout import MANIFEST, PROGRESS, input_path, read_json, shard_done, write_atomic, write_json
 from .worker import AtlasWorker
 
+RAY_PAYOFF_S = 60.0  # auto: Ray pays off above this many in-process seconds (docs/ATLAS.md)
+TASKS = ("roles", "patching")  # roles: the head atlas; patching: head patching over pairs
+ENGINES = ("auto", "ray", "local")
+
 KILL_ENV = "ATTENTION_LAB_ATLAS_KILL_ONCE"  # test hook: a flag file; one worker exits once
 ROOT = Path(__file__).resolve().parents[2]
-
-
-class AtlasError(AtlasInputError):
-    """The run cannot go on (unreachable cluster, settings that differ from the run to
-    resume, ...); the message says what to do."""
 
 
 class AtlasStopped(RuntimeError):
@@ -44,36 +42,49 @@ class AtlasStopped(RuntimeError):
 @dataclass
 class AtlasConfig:
     model: str
-    data: str  # a .txt/.csv/.parquet file, or "probe" for the built-in probe set only
+    data: str  # a .txt/.csv/.parquet file, "probe" (roles), or the pairs file (patching)
     out: str
     address: str | None = None  # a Ray cluster ("host:port", "ray://host:port", "auto")
     limit: int | None = None  # first N examples of the data (probe examples: N in total)
     batch: int = 8  # examples per forward pass
     resume: bool = False
-    engine: str = "ray"  # "ray" | "local" (in-process, no engine)
+    engine: str = "auto"  # "auto" (see choose_engine) | "ray" | "local" (in-process)
     workers: int | None = None  # model actors; default: one per GPU, else min(2, CPUs)
     shard_size: int = 64  # examples per output shard (the unit of progress and resume)
     probe: int = 32  # repeated-random-token examples added to the data (induction)
     device: str = "auto"
     threads: int | None = None  # torch threads per worker (default: CPUs / workers)
     seed: int = 0
+    task: str = "roles"  # "roles" | "patching" (data = a CSV of clean/corrupted pairs)
+    ray_after_s: float | None = None  # auto: Ray once the rest would take longer in-process
+    # than this many seconds (default RAY_PAYOFF_S); not in the identity: both engines write
+    # the same rows
 
     def identity(self) -> dict:
         """What must match for --resume to continue a run."""
         data = Path(self.data).expanduser()
         stat = data.stat() if data.is_file() else None
-        return {"model": self.model, "data": str(data.resolve()) if stat else self.data,
-                "data_bytes": stat.st_size if stat else None,
-                "data_mtime_ns": stat.st_mtime_ns if stat else None, "limit": self.limit,
-                "batch": self.batch, "shard_size": self.shard_size, "probe": self.probe,
-                "seed": self.seed}
+        ident = {"model": self.model, "data": str(data.resolve()) if stat else self.data,
+                 "data_bytes": stat.st_size if stat else None,
+                 "data_mtime_ns": stat.st_mtime_ns if stat else None, "limit": self.limit,
+                 "batch": self.batch, "shard_size": self.shard_size, "probe": self.probe,
+                 "seed": self.seed}
+        if self.task != "roles":  # (a roles run keeps the identity of older versions)
+            ident["task"] = self.task
+        return ident
 
 
 # ---- 1. prepare ----------------------------------------------------------------------------
-def _write_input_shard(out: Path, shard: int, ids: list[int], texts: list[str],
+def _write_input_shard(out: Path, shard: int, ids: list[int], texts: list,
                        probe: bool) -> None:
     import pyarrow as pa
 
+    if texts and isinstance(texts[0], dict):  # patching pairs
+        write_atomic(input_path(out, shard), pa.table({
+            "example": pa.array(ids, pa.int64()),
+            **{k: pa.array([t[k] for t in texts], pa.string())
+               for k in ("clean", "corrupted", "token", "against")}}))
+        return
     write_atomic(input_path(out, shard), pa.table({
         "example": pa.array(ids, pa.int64()), "text": pa.array(texts, pa.string()),
         "probe": pa.array([probe] * len(ids), pa.bool_())}))
@@ -88,7 +99,8 @@ def prepare(cfg: AtlasConfig, out: Path, model_for_probes: Callable[[], object])
             raise AtlasError(f"{out} already holds an atlas run; pass --resume to continue it "
                              "or choose another --out directory.")
         if old.get("identity") != ident:
-            diff = sorted(k for k in ident if old.get("identity", {}).get(k) != ident[k])
+            was = old.get("identity") or {}
+            diff = sorted(k for k in {*ident, *was} if was.get(k) != ident.get(k))
             raise AtlasError(f"{out} holds a run with other settings ({', '.join(diff)}); "
                              "resume it with the same ones, or choose another --out.")
         if old.get("prepared"):
@@ -104,8 +116,15 @@ def prepare(cfg: AtlasConfig, out: Path, model_for_probes: Callable[[], object])
             shard, ids, texts = shard + 1, [], []
 
     n_probe = cfg.probe
-    if cfg.data != PROBE:
-        for text in read_examples(cfg.data, stats, cfg.limit):
+    if cfg.task == "patching":
+        from .pairs import PairStats, read_pairs
+
+        stats, n_probe = PairStats(), 0
+        source = read_pairs(cfg.data, stats, cfg.limit)
+    elif cfg.data != PROBE:
+        source = read_examples(cfg.data, stats, cfg.limit)
+    if cfg.task == "patching" or cfg.data != PROBE:
+        for text in source:
             ids.append(next_id)
             texts.append(text)
             next_id += 1
@@ -154,20 +173,10 @@ def _gpus(device: str) -> int:
 def check_address(address: str, timeout: float = 5.0) -> None:
     """Fail fast, with a clear message, when nothing listens at a cluster address
     (ray.init would otherwise retry for a minute or more)."""
-    if address in ("auto", "local"):
-        return
-    hostport = address.split("://", 1)[-1].rstrip("/")
-    host, _, port = hostport.rpartition(":")
-    if not host or not port.isdigit():
-        raise AtlasError(f"--address {address!r} is not host:port (e.g. 10.0.0.5:6379 or "
-                         "ray://10.0.0.5:10001).")
-    try:
-        with socket.create_connection((host, int(port)), timeout=timeout):
-            pass
-    except OSError as err:
-        raise AtlasError(f"Cannot reach a Ray cluster at {address} ({err.strerror or err}). "
-                         "Start one there with `ray start --head`, check the address, or "
-                         "leave out --address to run on a local Ray.") from None
+    from .cluster import check_listening
+
+    if address not in ("auto", "local"):
+        check_listening(address, timeout)
 
 
 def _ray_init(cfg: AtlasConfig, workers: int) -> bool:
@@ -178,22 +187,38 @@ def _ray_init(cfg: AtlasConfig, workers: int) -> bool:
         return False
     env = {"env_vars": {"PYTHONPATH": os.pathsep.join(
         p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}}
-    if cfg.address:
-        check_address(cfg.address)
+    if cfg.address:  # run_atlas has checked it (prepare_connection) before any work
+        from .cluster import explain_init_failure
+
         try:
             ray.init(address=cfg.address, runtime_env=env, log_to_driver=False)
-        except (ConnectionError, RuntimeError, ValueError) as err:
-            raise AtlasError(f"Cannot connect to the Ray cluster at {cfg.address}: {err}"
-                             ) from None
+        except Exception as err:  # noqa: BLE001 - Ray wraps the cause: say it in one line
+            raise AtlasError(explain_init_failure(cfg.address, err)) from None
     else:  # a local Ray sized to this machine (explicit num_cpus: see docs/ARCHITECTURE.md)
         ray.init(num_cpus=max(_cpus(), workers), runtime_env=env, include_dashboard=False,
                  log_to_driver=False, configure_logging=False)
     return True
 
 
+def choose_engine(rest_examples: int, seconds_per_example: float, workers: int,
+                  ray_after_s: float | None = None) -> dict:
+    """The "auto" engine's rule, asked after each shard run in-process: go on in-process
+    unless the rest would take longer than RAY_PAYOFF_S there (estimated from the shards just
+    run) and Ray has at least two workers to run it with (one worker cannot beat this
+    process). RAY_PAYOFF_S is where Ray's start-up (starting Ray, loading the model in every
+    worker, shutting down) is paid back by its workers running in parallel, measured with
+    bench/bench_atlas.py (docs/ATLAS.md, "Which engine")."""
+    limit = RAY_PAYOFF_S if ray_after_s is None else float(ray_after_s)
+    estimate = rest_examples * seconds_per_example
+    go = workers >= 2 and rest_examples > 0 and estimate > limit
+    return {"engine": "ray" if go else "local", "rest_examples": rest_examples,
+            "estimated_local_s": round(estimate, 2), "ray_after_s": limit,
+            "workers": workers}
+
+
 def _run_ray(cfg: AtlasConfig, out: Path, pending: list[int], workers: int, threads: int,
              on_shard: Callable[[dict], None], check_stop: Callable[[], None],
-             kill_once: str | None) -> None:
+             kill_once: str | None, worker_cls: type = AtlasWorker) -> None:
     import ray
     import ray.data
 
@@ -210,7 +235,7 @@ def _run_ray(cfg: AtlasConfig, out: Path, pending: list[int], workers: int, thre
             # that crashes its worker every time. There is no named parameter for these yet.
             warnings.filterwarnings("ignore", "`ray_remote_args` is deprecated")
             ds = ds.map_batches(
-                AtlasWorker, batch_size=1, compute=ray.data.ActorPoolStrategy(size=workers),
+                worker_cls, batch_size=1, compute=ray.data.ActorPoolStrategy(size=workers),
                 fn_constructor_kwargs={"model": cfg.model, "out": str(out),
                                        "batch": cfg.batch, "device": cfg.device,
                                        "threads": threads, "kill_once": kill_once},
@@ -257,23 +282,33 @@ def run_atlas(cfg: AtlasConfig, progress: Callable[[dict], None] | None = None,
     """
     from .summary import summarize
 
-    if cfg.engine not in ("ray", "local"):
-        raise AtlasError(f"Unknown engine {cfg.engine!r}: 'ray' or 'local'.")
+    if cfg.engine not in ENGINES:
+        raise AtlasError(f"Unknown engine {cfg.engine!r}: 'auto', 'ray' or 'local'.")
+    if cfg.task not in TASKS:
+        raise AtlasError(f"Unknown task {cfg.task!r}: 'roles' or 'patching'.")
     if cfg.batch < 1 or cfg.shard_size < 1 or (cfg.limit is not None and cfg.limit < 1):
         raise AtlasError("--batch, --limit and the shard size must be at least 1.")
-    if cfg.address and cfg.engine == "ray":
-        check_address(cfg.address)  # before anything is read or written
+    if cfg.address and cfg.engine != "local":  # before anything is read or written
+        from .cluster import prepare_connection
+
+        prepare_connection(cfg.address)  # token mode on when the cluster needs it
     out = Path(cfg.out).expanduser()
     gpus = _gpus(cfg.device)
     workers = cfg.workers or (gpus if gpus else min(2, _cpus()))
     threads = cfg.threads or max(1, _cpus() // workers)
     kill_once = os.environ.get(KILL_ENV) or None
-    local: list[AtlasWorker] = []
+    worker_cls = AtlasWorker
+    summarise = summarize
+    if cfg.task == "patching":
+        from .patching import PatchingWorker, summarize_patching
 
-    def local_worker() -> AtlasWorker:
+        worker_cls, summarise = PatchingWorker, summarize_patching
+    local: list = []
+
+    def local_worker():
         if not local:
-            local.append(AtlasWorker(cfg.model, str(out), cfg.batch, cfg.device,
-                                     cfg.threads, kill_once=None))
+            local.append(worker_cls(cfg.model, str(out), cfg.batch, cfg.device, cfg.threads,
+                                    kill_once=None))
         return local[0]
 
     manifest = prepare(cfg, out, lambda: local_worker().model)
@@ -309,22 +344,48 @@ def run_atlas(cfg: AtlasConfig, progress: Callable[[dict], None] | None = None,
     write_json(out / PROGRESS, {"state": "running", "done": state["done"], "total": total,
                                 "shards_done": state["shards_done"], "shards": n_shards,
                                 "rate": 0.0})
+    ran: dict[str, int] = {}  # engine -> shards it ran
+    decision: dict = {}
     try:
-        if pending and cfg.engine == "local":
+        todo = list(pending)
+        use_ray = cfg.engine == "ray" or (cfg.engine == "auto" and cfg.address)
+        if cfg.engine == "auto" and not cfg.address:
+            # in-process, shard by shard, until the rest would take long enough for Ray's
+            # start-up to pay off (choose_engine; measured in docs/ATLAS.md)
             w = local_worker()
-            for s in pending:
-                on_shard(w.run_shard(s))
+            while todo and not use_ray:
+                t = time.perf_counter()
+                r = w.run_shard(todo[0])
+                per_example = (time.perf_counter() - t) / max(1, int(r["examples"]))
+                on_shard(r)
+                ran["local"] = ran.get("local", 0) + 1
+                todo = todo[1:]
                 check_stop()
-        elif pending:
-            _run_ray(cfg, out, pending, workers, threads, on_shard, check_stop, kill_once)
+                rest = _examples_in(out, todo) if todo else 0
+                decision = choose_engine(rest, per_example, workers, cfg.ray_after_s)
+                use_ray = decision["engine"] == "ray"
+            if use_ray:
+                local.clear()  # the driver's model is not needed while Ray's workers run
+        if todo and not use_ray:
+            w = local_worker()
+            for s in todo:
+                on_shard(w.run_shard(s))
+                ran["local"] = ran.get("local", 0) + 1
+                check_stop()
+        elif todo:
+            _run_ray(cfg, out, todo, workers, threads, on_shard, check_stop, kill_once,
+                     worker_cls)
+            ran["ray"] = len(todo)
     except BaseException as err:
         write_json(out / PROGRESS, {**(read_json(out / PROGRESS) or {}), "state": "stopped",
                                     "message": str(err)[:500]})
-        summarize(out, complete=False)  # what finished stays readable
+        summarise(out, complete=False)  # what finished stays readable
         raise
     seconds = time.perf_counter() - state["t0"]
-    info = summarize(out, complete=True, run={
-        "engine": cfg.engine, "workers": workers if cfg.engine == "ray" else 1,
+    info = summarise(out, complete=True, run={
+        "engine": cfg.engine, "ran_on": sorted(ran), "shards_by_engine": ran,
+        "auto": decision or None,
+        "workers": workers if "ray" in ran else 1,
         "threads": threads, "address": cfg.address, "seconds": seconds,
         "examples_per_s": state["new"] / seconds if seconds > 0 and state["new"] else None,
         "resumed_shards": n_shards - len(pending)})

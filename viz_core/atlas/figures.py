@@ -165,3 +165,85 @@ def top_table(atlas, kind: str, layer: int, head: int, role: str) -> pd.DataFram
                     "peak": where, "text": e["text"][:200],
                     "open": attention_link(model, e["text"], kind, layer, head, target)})
     return pd.DataFrame(out)
+
+
+# ---- head patching over a dataset (atlas --task patching) -----------------------------------
+def _patching_grid(summary: pd.DataFrame, kind: str, column: str) -> np.ndarray:
+    part = summary[summary["kind"] == kind]
+    grid = np.full((int(part["layer"].max()) + 1, int(part["head"].max()) + 1), np.nan,
+                   dtype=np.float32)
+    for layer, head, value in part[["layer", "head", column]].itertuples(index=False):
+        grid[int(layer), int(head)] = value
+    return grid
+
+
+def _patching_hover(summary: pd.DataFrame, kind: str, shape: tuple[int, int]) -> np.ndarray:
+    text = np.full(shape, "", dtype=object)
+    for r in summary[summary["kind"] == kind].to_dict("records"):
+        std = f"{r['std']:.3f}" if np.isfinite(r["std"]) else "–"
+        sem = f"{r['sem']:.3f}" if np.isfinite(r["sem"]) else "–"
+        text[int(r["layer"]), int(r["head"])] = (
+            f"layer {r['layer']}, head {r['head']}<br><b>mean effect {r['mean']:.3f}</b>"
+            f"<br>spread (std) {std} · standard error {sem}<br>min {r['min']:.3f} · max "
+            f"{r['max']:.3f} · {int(r['n'])} pairs")
+    return text
+
+
+def patching_map(summary: pd.DataFrame, kind: str) -> go.Figure:
+    """Layer x head map of the mean patching effect over all pairs (0 = the corrupted run's
+    metric, 1 = the clean run's), each cell labelled mean ± std where there is room."""
+    mean = _patching_grid(summary, kind, "mean")
+    std = _patching_grid(summary, kind, "std")
+    n_layers, n_heads = mean.shape
+    hover = _patching_hover(summary, kind, mean.shape)
+    reach = float(np.nanmax(np.abs(mean))) if np.isfinite(mean).any() else 1.0
+    reach = max(reach, 1e-6)
+    labels = np.where(np.isfinite(mean), np.char.add(
+        np.char.mod("%.2f", np.nan_to_num(mean)),
+        np.where(np.isfinite(std), np.char.add("<br>±", np.char.mod("%.2f",
+                                                                   np.nan_to_num(std))), "")),
+        "")
+    heat = go.Heatmap(z=mean, x=list(range(n_heads)), y=list(range(n_layers)),
+                      zmin=-reach, zmax=reach, zmid=0, colorscale="RdBu_r", xgap=2, ygap=2,
+                      colorbar=dict(title="mean effect"))
+    if n_heads <= 12:  # room for two short lines per cell
+        heat.update(text=labels.tolist(), texttemplate="%{text}", textfont=dict(size=10))
+    fig = _clickable(go.Figure(heat), hover)
+    fig = _layout(fig, n_layers, n_heads, "Head patching: mean effect over all pairs")
+    if n_heads <= 12:
+        fig.update_layout(height=max(240, 60 + 46 * n_layers))
+    return fig
+
+
+def patching_ranking(summary: pd.DataFrame, kind: str, k: int = 15) -> go.Figure:
+    """The k heads with the largest mean effect, with their spread (± std) as error bars."""
+    part = summary[summary["kind"] == kind].sort_values("mean", ascending=False).head(k)
+    recs = part.to_dict("records")
+    fig = go.Figure(go.Bar(
+        x=part["mean"].to_numpy(np.float32), y=[f"L{r['layer']}.H{r['head']}" for r in recs],
+        orientation="h", marker_color="#d6604d",
+        error_x=dict(type="data", array=part["std"].fillna(0).to_numpy(np.float32)),
+        hovertext=[f"layer {r['layer']}, head {r['head']}: mean {r['mean']:.3f}, std "
+                   f"{r['std']:.3f}, {int(r['n'])} pairs" for r in recs], hoverinfo="text"))
+    fig.update_layout(title="Largest mean effects (bars: ± one standard deviation over pairs)",
+                      height=max(220, 70 + 22 * len(part)), margin=dict(l=80, r=20, t=50, b=40))
+    fig.update_yaxes(autorange="reversed", title=None)
+    fig.update_xaxes(title="effect (0 = corrupted, 1 = clean)")
+    return fig
+
+
+def patching_pairs_table(atlas, kind: str, layer: int, head: int) -> pd.DataFrame:
+    """The pairs where one head's patching effect is largest: rank, effect, texts, metric."""
+    top = atlas.top
+    rows = top[(top["kind"] == kind) & (top["layer"] == layer) & (top["head"] == head)]
+    rows = rows.sort_values("rank")
+    if rows.empty:
+        return pd.DataFrame(columns=["rank", "effect", "clean", "corrupted", "metric"])
+    pairs = atlas.pairs(rows["example"].tolist())
+    out = []
+    for r in rows.to_dict("records"):
+        p = pairs.loc[r["example"]]
+        out.append({"rank": int(r["rank"]) + 1, "effect": round(float(r["effect"]), 4),
+                    "clean": str(p["clean"])[:200], "corrupted": str(p["corrupted"])[:200],
+                    "metric": p["metric"]})
+    return pd.DataFrame(out)

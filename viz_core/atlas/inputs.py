@@ -25,6 +25,11 @@ class AtlasInputError(InputError):
     """An input file the atlas cannot read; the message says why and what would work."""
 
 
+class AtlasError(AtlasInputError):
+    """The run cannot go on (unreachable cluster, settings that differ from the run to
+    resume, ...); the message says what to do."""
+
+
 @dataclass
 class InputStats:
     examples: int = 0

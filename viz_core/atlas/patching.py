@@ -1,0 +1,291 @@
+"""Head patching over a dataset (`python -m viz_core.atlas --task patching --pairs FILE`).
+
+Every (clean, corrupted) pair of the file goes through `model.patch(clean, corrupted,
+token=, against=, over="heads")`; the per-head effects (0 = the corrupted run's metric, 1 =
+the clean run's) are written per shard and summarised as the mean and spread of each head's
+effect over all pairs. It runs on the atlas engine (pairs.py reads the file, engine.py cuts
+the shards and runs them in-process or on Ray, with resume and retries), so the worker has
+the same interface as the role worker (worker.py) and writes the same two files per shard:
+
+    shards/examples-*.parquet  per pair: texts, token, against, metric, clean / corrupted
+                               metric values, tokens, error (a pair the model rejects)
+    shards/heads-*.parquet     per (pair, block, head): effect
+
+Summary (streamed shard by shard): patching.parquet (kind, layer, head, n, mean, std, sem,
+min, max), patching_top.parquet (the TOP_K pairs with the largest effect per head) and
+atlas.json (task "patching", counts, the metric, the first errors).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import VizError
+from .layout import (
+    INFO,
+    MANIFEST,
+    done_shards,
+    examples_path,
+    heads_path,
+    input_path,
+    read_json,
+    write_atomic,
+    write_json,
+)
+
+TASK = "patching"
+HEAD = ["kind", "layer", "head"]
+TOP_K = 5
+SUMMARY = "patching.parquet"
+TOP = "patching_top.parquet"
+STATS = ["n", "mean", "std", "sem", "min", "max"]
+
+
+def _schemas():
+    import pyarrow as pa
+
+    pairs = pa.schema([("example", pa.int64()), ("clean", pa.string()),
+                       ("corrupted", pa.string()), ("token", pa.string()),
+                       ("against", pa.string()), ("metric", pa.string()),
+                       ("clean_metric", pa.float64()), ("corrupted_metric", pa.float64()),
+                       ("n_tokens", pa.int32()), ("error", pa.string())])
+    effects = pa.schema([("example", pa.int64()), ("kind", pa.string()), ("layer", pa.int16()),
+                         ("head", pa.int16()), ("effect", pa.float64())])
+    return pairs, effects
+
+
+PAIRS_SCHEMA, EFFECTS_SCHEMA = _schemas()
+
+
+def head_cells(p) -> list[tuple[str, int, int, float]]:
+    """(kind, layer, head, effect) of every head in a Patching over heads.
+
+    `p.rows` names the effect's rows by attention block ("decoder.3.self"): kind
+    "decoder.self", layer 3, as in the role atlas. Without names (the bare contract: rows =
+    layers) the kind is "self". NaN cells (no such head) are left out."""
+    effect = np.asarray(p.effect, dtype=np.float64)
+    if effect.ndim != 2:
+        raise VizError(f"patch(over='heads') returned an effect of shape {effect.shape}; "
+                       "expected [layer, head].")
+    names = list(getattr(p, "rows", None) or [])
+    out = []
+    for i in range(effect.shape[0]):
+        kind, layer = "self", i
+        if i < len(names) and names[i].count(".") == 2:
+            stack, num, block = names[i].split(".")
+            kind, layer = f"{stack}.{block}", int(num)
+        for j in range(effect.shape[1]):
+            v = float(effect[i, j])
+            if not math.isnan(v):
+                out.append((kind, layer, j, v))
+    return out
+
+
+class PatchingWorker:
+    """Holds one model; `run_shard(i)` patches every pair of input shard i. The same
+    interface as worker.AtlasWorker, so the engine runs it in-process or as a Ray actor."""
+
+    def __init__(self, model: str, out: str, batch: int = 8, device: str = "auto",
+                 threads: int | None = None, kill_once: str | None = None):
+        import torch
+
+        import viz_core as vc
+
+        if threads:
+            torch.set_num_threads(threads)
+        self.model = vc.load(model, device=device)
+        self.out, self.kill_once = Path(out), kill_once
+
+    def __call__(self, batch: dict) -> dict:
+        done = [self.run_shard(int(s)) for s in batch["shard"]]
+        return {k: np.array([d[k] for d in done]) for k in done[0]}
+
+    def _maybe_die(self, shard: int) -> None:
+        """Test hook (as in AtlasWorker): the first worker past a shard's first pair exits."""
+        import os
+
+        if self.kill_once and not os.path.exists(self.kill_once):
+            Path(self.kill_once).write_text(f"killed during shard {shard}\n")
+            os._exit(1)
+
+    def run_shard(self, shard: int) -> dict:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        t0 = time.perf_counter()
+        table = pq.read_table(input_path(self.out, shard)).to_pylist()
+        pairs: dict[str, list] = {f.name: [] for f in PAIRS_SCHEMA}
+        eff: dict[str, list] = {f.name: [] for f in EFFECTS_SCHEMA}
+        for i, row in enumerate(table):
+            if i > 0:
+                self._maybe_die(shard)
+            for k in ("example", "clean", "corrupted", "token", "against"):
+                pairs[k].append(row[k])
+            try:
+                p = self.model.patch(row["clean"], row["corrupted"], token=row["token"],
+                                     against=row["against"], over="heads")
+                cells = head_cells(p)
+            except VizError as err:
+                for k in ("metric", "clean_metric", "corrupted_metric", "n_tokens"):
+                    pairs[k].append(None)
+                pairs["error"].append(str(err)[:500])
+                continue
+            pairs["metric"].append(str(p.metric))
+            pairs["clean_metric"].append(float(p.clean))
+            pairs["corrupted_metric"].append(float(p.corrupted))
+            toks = getattr(p, "tokens", None)
+            pairs["n_tokens"].append(len(toks) if toks else None)
+            pairs["error"].append(None)
+            for kind, layer, head, v in cells:
+                eff["example"].append(row["example"])
+                eff["kind"].append(kind)
+                eff["layer"].append(layer)
+                eff["head"].append(head)
+                eff["effect"].append(v)
+        write_atomic(examples_path(self.out, shard), pa.table(pairs, schema=PAIRS_SCHEMA))
+        # the heads file is the shard's "done" mark: written last
+        write_atomic(heads_path(self.out, shard), pa.table(eff, schema=EFFECTS_SCHEMA))
+        return {"shard": shard, "examples": len(table), "rows": len(eff["effect"]),
+                "seconds": time.perf_counter() - t0}
+
+
+# ---- summary -------------------------------------------------------------------------------
+class _Moments:
+    """Count, mean and sum of squared deviations per head, merged shard by shard (Chan et
+    al.'s pairwise update: no loss of precision from a running sum of squares)."""
+
+    def __init__(self):
+        self.frame: pd.DataFrame | None = None
+        self.top: pd.DataFrame | None = None
+
+    def add(self, df: pd.DataFrame) -> None:
+        g = df.groupby(HEAD, sort=False)["effect"]
+        part = pd.DataFrame({"n": g.count(), "mean": g.mean(), "min": g.min(), "max": g.max()})
+        part["m2"] = g.var(ddof=0).fillna(0.0) * part["n"]
+        if self.frame is None:
+            self.frame = part
+        else:
+            a, b = self.frame.align(part, join="outer")
+            a, b = a.fillna({"n": 0, "mean": 0.0, "m2": 0.0}), b.fillna(
+                {"n": 0, "mean": 0.0, "m2": 0.0})
+            n = a["n"] + b["n"]
+            delta = b["mean"] - a["mean"]
+            mean = a["mean"] + delta * (b["n"] / n)
+            m2 = a["m2"] + b["m2"] + delta ** 2 * a["n"] * b["n"] / n
+            both = pd.concat([a[["min", "max"]], b[["min", "max"]]], axis=1)
+            self.frame = pd.DataFrame({"n": n, "mean": mean, "min": both["min"].min(axis=1),
+                                       "max": both["max"].max(axis=1), "m2": m2})
+        both = df if self.top is None else pd.concat([self.top, df])
+        both = both.sort_values(["effect", "example"], ascending=[False, True], kind="stable")
+        self.top = both.groupby(HEAD, sort=False).head(TOP_K)
+
+    def tables(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        if self.frame is None:
+            return (pd.DataFrame(columns=[*HEAD, *STATS]),
+                    pd.DataFrame(columns=[*HEAD, "rank", "example", "effect"]))
+        f = self.frame.reset_index()
+        f["n"] = f["n"].astype(int)
+        f["std"] = np.where(f["n"] > 1, np.sqrt(f["m2"] / (f["n"] - 1).clip(lower=1)), np.nan)
+        f["sem"] = f["std"] / np.sqrt(f["n"])
+        summary = f[[*HEAD, *STATS]].sort_values(HEAD).reset_index(drop=True)
+        top = self.top.assign(rank=self.top.groupby(HEAD).cumcount())
+        top = top[[*HEAD, "rank", "example", "effect"]].sort_values([*HEAD, "rank"])
+        return summary, top.reset_index(drop=True)
+
+
+def summarize_patching(out: Path, complete: bool, run: dict | None = None) -> dict:
+    """Write patching.parquet, patching_top.parquet and atlas.json from the finished shards
+    of `out`; returns the info dict. Safe on a partial run."""
+    import pyarrow.parquet as pq
+
+    out = Path(out)
+    manifest = read_json(out / MANIFEST) or {}
+    moments = _Moments()
+    counts = {"examples": 0, "failed": 0}
+    metrics: dict[str, int] = {}
+    errors: list[dict] = []
+    shards = done_shards(out)
+    for s in shards:
+        ex = pq.read_table(examples_path(out, s),
+                           columns=["example", "metric", "error"]).to_pylist()
+        counts["examples"] += len(ex)
+        for r in ex:
+            if r["error"] is not None:
+                counts["failed"] += 1
+                if len(errors) < 5:
+                    errors.append({"example": r["example"], "error": r["error"]})
+            elif r["metric"]:  # the first 20 kinds of metric, then "other"
+                key = r["metric"] if r["metric"] in metrics or len(metrics) < 20 else "other"
+                metrics[key] = metrics.get(key, 0) + 1
+        df = pq.read_table(heads_path(out, s)).to_pandas()
+        if len(df):
+            moments.add(df)
+    summary, top = moments.tables()
+    summary.to_parquet(out / SUMMARY, index=False)
+    top.to_parquet(out / TOP, index=False)
+    old = read_json(out / INFO) or {}
+    cfg = manifest.get("config", {})
+    info = {
+        "task": TASK, "model": cfg.get("model"), "data": cfg.get("data"),
+        "complete": complete and len(shards) == manifest.get("shards"),
+        "shards": manifest.get("shards"), "shards_done": len(shards),
+        "planned_examples": manifest.get("examples"), **counts,
+        "patched": counts["examples"] - counts["failed"], "probe_examples": 0,
+        "token_cut": 0, "input": manifest.get("input", {}), "metrics": metrics,
+        "errors": errors,
+        "kinds": sorted(summary["kind"].unique().tolist()) if len(summary) else [],
+        "run": run if run is not None else old.get("run", {}),
+        "written": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    write_json(out / INFO, info)
+    return info
+
+
+@dataclass
+class PatchingAtlas:
+    """A finished (or partial) patching run read back from its directory."""
+
+    path: Path
+    info: dict
+    summary: pd.DataFrame  # kind, layer, head, n, mean, std, sem, min, max
+    top: pd.DataFrame  # kind, layer, head, rank, example, effect
+
+    def pairs(self, ids: list[int] | None = None) -> pd.DataFrame:
+        """The pairs (texts, token, metric values, error), all or some, shard by shard."""
+        import pyarrow.parquet as pq
+
+        parts = []
+        for s in done_shards(self.path):
+            filters = None if ids is None else [("example", "in", [int(i) for i in ids])]
+            t = pq.read_table(examples_path(self.path, s), filters=filters)
+            if t.num_rows:
+                parts.append(t.to_pandas())
+        if not parts:
+            return PAIRS_SCHEMA.empty_table().to_pandas()
+        df = pd.concat(parts, ignore_index=True)
+        for col in ("clean", "corrupted", "token", "against", "metric", "error"):
+            df[col] = df[col].astype(object).where(df[col].notna(), None)
+        return df.set_index("example", drop=False)
+
+
+def is_patching(path: str | Path) -> bool:
+    info = read_json(Path(path) / MANIFEST) or {}
+    return info.get("config", {}).get("task") == TASK
+
+
+def load_patching(path: str | Path) -> PatchingAtlas:
+    from .inputs import AtlasInputError
+
+    path = Path(path).expanduser()
+    if not is_patching(path):
+        raise AtlasInputError(f"{path} is not the output of an atlas --task patching run.")
+    if not (path / INFO).is_file() or not (path / SUMMARY).is_file():
+        summarize_patching(path, complete=False)
+    return PatchingAtlas(path, read_json(path / INFO) or {}, pd.read_parquet(path / SUMMARY),
+                         pd.read_parquet(path / TOP))
