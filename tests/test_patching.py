@@ -78,10 +78,13 @@ def test_every_head_at_once_is_clean_and_none_is_corrupted(lm):
 
 
 # ---- batched against one patched run per unit ----------------------------------------------
+# The default path batches copies and runs each batch as one copy below its first patched
+# layer (widened there): both against one plain patched run per unit.
 @pytest.mark.parametrize("over", ["heads", "positions"])
 def test_batched_equals_unbatched_native(lm, over):
     batched = lm.patch(CLEAN, CORRUPTED, over=over)
-    one_by_one = lm.patch(CLEAN, CORRUPTED, over=over, chunk=1)
+    # the reference: one plain patched run per unit (no batch, no shared prefix)
+    one_by_one = lm.patch(CLEAN, CORRUPTED, over=over, chunk=1, share_prefix=False)
     # the same model on a batch of copies vs on one copy (float32 matmuls of other shapes)
     np.testing.assert_allclose(batched.effect, one_by_one.effect, atol=1e-5)
 
@@ -92,7 +95,7 @@ def test_batched_equals_unbatched_llama(tiny_models):
     clean, corrupted = "the cat sat on the mat", "the dog sat on the mat"
     for over in ("heads", "positions"):
         batched = model.patch(clean, corrupted, over=over, chunk=5)
-        one_by_one = model.patch(clean, corrupted, over=over, chunk=1)
+        one_by_one = model.patch(clean, corrupted, over=over, chunk=1, share_prefix=False)
         np.testing.assert_allclose(batched.effect, one_by_one.effect, atol=1e-4)
         assert batched.effect.shape[0] == 2
 
@@ -314,3 +317,16 @@ def test_hostile_text_everywhere(lm):
                 assert str(err)
             else:
                 assert np.isfinite(p.effect).all()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["gemma2", "albert"])
+def test_shared_prefix_other_families(tiny_models, family):
+    # Gemma 2: softcapped logits and a sliding window; ALBERT: one module serving every layer
+    # (call-order names). The shared-prefix batch against one plain patched run per unit.
+    model, _ = tiny_models.load(family)
+    clean, corrupted = "the cat sat on the mat", "the dog sat on the mat"
+    for over in ("heads", "positions"):
+        fast = model.patch(clean, corrupted, over=over)
+        plain = model.patch(clean, corrupted, over=over, chunk=1, share_prefix=False)
+        np.testing.assert_allclose(fast.effect, plain.effect, atol=1e-4)

@@ -72,6 +72,7 @@ class PatchSubject:
     token_label: Callable[[int], str] = str
     width_per_copy: int = 0  # floats of activation per copy (for chunking)
     layer_tokens: dict[str, list[str]] = field(default_factory=dict)  # tokens per layer's axis
+    share_prefix: bool = False  # copies may share the run below their first patched layer
     warnings: list[str] = field(default_factory=list)
     # what every Recorder of this model needs (Hugging Face: its block and stream names)
     recorder_args: dict = field(default_factory=dict)
@@ -319,18 +320,56 @@ def chunk_size(subject: PatchSubject, total: int, chunk: int | None) -> int:
 
 @torch.no_grad()
 def run_groups(subject: PatchSubject, groups: Sequence[Sequence[Unit]], clean: dict,
-               metric: Metric, chunk: int | None = None) -> np.ndarray:
+               metric: Metric, chunk: int | None = None, share_prefix: bool = True
+               ) -> np.ndarray:
     """The metric of the corrupted input with each group of units patched from the clean
-    run (a group may be empty: the corrupted run itself), ``chunk`` copies per forward."""
+    run (a group may be empty: the corrupted run itself), ``chunk`` copies per forward.
+
+    share_prefix: copies whose patches all sit in layer l or later are the corrupted run
+    itself below layer l, so a batch of them runs as one copy up to layer l and is widened
+    to its n copies there (the stream entering layer l, expanded by the recorder's stream
+    edit). Patching layer l's heads then costs the layers from l on only, about half the
+    work over a whole model. Only where nothing else in a layer holds a batch of its own
+    (``subject.share_prefix``: no cross-attention over an encoder's output).
+    """
     step = chunk_size(subject, len(groups), chunk)
-    out = []
-    for g0 in range(0, len(groups), step):
-        part = groups[g0:g0 + step]
+    out = np.zeros(len(groups))
+    for index, start in _chunks(subject, groups, step, share_prefix):
+        part = [groups[i] for i in index]
         edit_z, edit_stream = _edits(part, clean)
+        if start is not None:
+            edit_stream[(start, "in")] = _widen(len(part), edit_stream.get((start, "in")))
         with recording(subject.recorder(edit_z=edit_z, edit_stream=edit_stream)):
-            readout = subject.run("corrupted", len(part))
-        out.append(metric.fn(readout).detach().cpu().double().numpy())
-    return np.concatenate(out) if out else np.zeros(0)
+            readout = subject.run("corrupted", 1 if start is not None else len(part))
+        out[index] = metric.fn(readout).detach().cpu().double().numpy()
+    return out
+
+
+def _widen(n: int, then=None):
+    def edit(x: torch.Tensor) -> torch.Tensor:  # (1, T, d) -> (n, T, d), then the patches
+        x = x.expand(n, *x.shape[1:]).contiguous()
+        return x if then is None else then(x)
+    return edit
+
+
+def _chunks(subject: PatchSubject, groups, step: int, share_prefix: bool):
+    """(indices of the groups in one forward, the layer to widen at or None), in order."""
+    order = {layer: i for i, layer in enumerate(subject.layers)}
+
+    def first_layer(group):
+        if not group:
+            return None
+        layers = [u.name.rsplit(".", 1)[0] if u.kind == "head" else u.name for u in group]
+        return None if any(la not in order for la in layers) else min(layers, key=order.get)
+
+    by_start: dict = {}
+    for i, g in enumerate(groups):
+        start = first_layer(g) if share_prefix and subject.share_prefix else None
+        by_start.setdefault(start, []).append(i)
+    for start in sorted(by_start, key=lambda s: -1 if s is None else order[s]):
+        index = by_start[start]
+        for c0 in range(0, len(index), step):
+            yield index[c0:c0 + step], start
 
 
 def _check_gap(clean: float, corrupted: float, metric: Metric) -> float:
@@ -343,7 +382,7 @@ def _check_gap(clean: float, corrupted: float, metric: Metric) -> float:
 
 
 def patch(subject: PatchSubject, *, token=None, against=None, over: str = "heads",
-          chunk: int | None = None) -> Patching:
+          chunk: int | None = None, share_prefix: bool = True) -> Patching:
     """Activation patching of every unit of ``over`` (module docstring)."""
     unit_list, rows, columns, cells = units(subject, over)
     with torch.no_grad():
@@ -355,7 +394,8 @@ def patch(subject: PatchSubject, *, token=None, against=None, over: str = "heads
     with torch.no_grad():
         m_corr = float(metric.fn(subject.run("corrupted", 1))[0])
     gap = _check_gap(m_clean, m_corr, metric)
-    values = run_groups(subject, [[u] for u in unit_list], clean_vals, metric, chunk)
+    values = run_groups(subject, [[u] for u in unit_list], clean_vals, metric, chunk,
+                        share_prefix)
     return _result(subject, over, rows, columns, cells, (values - m_corr) / gap, m_clean,
                    m_corr, metric, "activation")
 

@@ -178,14 +178,15 @@ class Backend:
 
     # ---- activation / attribution patching (viz_core.analysis.patching) --------------------
     def patch(self, clean: str, corrupted: str, *, target: str | None = None, token=None,
-              against=None, position: int = -1, over: str = "heads", chunk: int | None = None):
+              against=None, position: int = -1, over: str = "heads", chunk: int | None = None,
+              share_prefix: bool = True):
         """Activation patching: a ``Patching`` (effect 0 = corrupted, 1 = clean) per head,
         layer or (layer, position); see viz_core.analysis.patching."""
         from ..analysis.patching import patch
         from .patching import subject_for
 
         return patch(subject_for(self, clean, corrupted, target, position), token=token,
-                     against=against, over=over, chunk=chunk)
+                     against=against, over=over, chunk=chunk, share_prefix=share_prefix)
 
     def attribution_patch(self, clean: str, corrupted: str, *, target: str | None = None,
                           token=None, against=None, position: int = -1, over: str = "heads"):

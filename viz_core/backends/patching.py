@@ -72,7 +72,8 @@ def _native(backend, clean, corrupted, target, position) -> PatchSubject:
                                               "corrupted text")
         check_same_length(c_ids, k_ids, c_tok, k_tok)
         t_ids = _native_target(backend, target, room - len(c_ids), warnings)
-        dec_c, dec_k = [cfg.bos_id] + c_ids + t_ids, [cfg.bos_id] + k_ids + t_ids
+        dec_c = ([cfg.bos_id] + c_ids + t_ids)[: cfg.max_len]
+        dec_k = ([cfg.bos_id] + k_ids + t_ids)[: cfg.max_len]
         shown = (c_tok, k_tok)
     elif cfg.kind == "encoder-decoder":
         t_ids = _native_target(backend, target, room, warnings)
@@ -127,7 +128,8 @@ def _native(backend, clean, corrupted, target, position) -> PatchSubject:
         token_label=lambda i: vocab.display(vocab.tokens[int(i)]),
         width_per_copy=_width(longest, cfg.d_model, cfg.d_ff, cfg.n_heads,
                               len(vocab) * longest),
-        layer_tokens=layer_tokens, warnings=warnings)
+        layer_tokens=layer_tokens, warnings=warnings,
+        share_prefix=cfg.kind != "encoder-decoder")
 
 
 def _native_target(backend, target, room: int, warnings) -> list[int]:
@@ -232,7 +234,7 @@ def _hf(backend, clean, corrupted, target, position) -> PatchSubject:
         token_label=lambda i: backend.shown_tokens([int(i)])[0],
         width_per_copy=_width(max(layers.values(), default=len(seq)), d, d_ff or 4 * d,
                               int(info.get("heads") or 0), vocab_rows),
-        layer_tokens=layer_tokens, warnings=warnings,
+        layer_tokens=layer_tokens, warnings=warnings, share_prefix=arch != "encoder-decoder",
         recorder_args={"names": backend.block_names, "stream_names": backend.stream_names})
 
 
