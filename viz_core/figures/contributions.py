@@ -145,7 +145,8 @@ def logit_lens_grid(layers: Sequence[str], tokens: Sequence[str],
                        f"final prediction {plot_text(predictions[t])}: {float(prob[i, t]):.3f}"
                        for t in range(n_pos)] for i in range(n_layers)], dtype=object)
     heat = dict(z=f32(prob), x=xl, y=yl, colorscale="Blues", zmin=0.0, zmax=1.0,
-                customdata=hover, colorbar=dict(title=dict(text="p(final)"), thickness=12),
+                customdata=hover,
+                colorbar=dict(title=dict(text="p(final)", side="right"), thickness=12),
                 hovertemplate="%{y} · %{x}<br>%{customdata}<extra></extra>")
     if n_pos <= TEXT_MAX_POSITIONS:
         heat.update(text=[[plot_text(_cut(t)) for t in row] for row in top],
