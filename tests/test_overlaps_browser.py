@@ -115,7 +115,9 @@ COLLECT = r"""() => {
       const q = quad(el);
       if (!q) return;
       const cb = el.closest('g.colorbar');
-      texts.push({text: s, kind, quad: q, subplot: subplotOf(el),
+      const tg = el.closest('g.trace'), cd = tg && tg.__data__;  // d3's calcdata of the trace
+      const clipped = !(cd && cd[0] && cd[0].trace && cd[0].trace.cliponaxis === false);
+      texts.push({text: s, kind, quad: q, subplot: subplotOf(el), clipped,
                   colorbar: cb ? [...gd.querySelectorAll('g.colorbar')].indexOf(cb) : -1});
     });
     const colorbars = [...gd.querySelectorAll('g.colorbar')].map((g) => {
@@ -207,7 +209,8 @@ def chart_findings(chart: dict) -> list[str]:
     for t, q in zip(texts, quads, strict=True):
         if not inside(q, chart["svg"]):
             found.append(f"{name}: {describe(t)} is cut off by the chart's edge")
-        area = chart["areas"].get(t["subplot"]) if t["kind"] == "marker-text" else None
+        area = (chart["areas"].get(t["subplot"]) if t["kind"] == "marker-text"
+                and t["clipped"] else None)
         if area is not None and overlap_depth(q, rect_quad(*area)) > TOL and not inside(q, area):
             found.append(f"{name}: {describe(t)} is cut off by its subplot's edge")
     return found
@@ -215,6 +218,7 @@ def chart_findings(chart: dict) -> list[str]:
 
 # ---- the test ----------------------------------------------------------------------------
 def settle(page):
+    page.wait_for_selector("[data-testid='stMain'] h1", timeout=180_000)  # the page ran
     page.wait_for_timeout(300)
     page.wait_for_selector(SCRIPT_IDLE, timeout=180_000)
     page.wait_for_selector("[data-testid='stStatusWidget']", state="detached", timeout=180_000)

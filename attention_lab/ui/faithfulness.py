@@ -14,9 +14,21 @@ from .errors import log
 
 def describe(value: float, n_tokens: int | None) -> str:
     """"Traced logits match the model's reference attention to 3e-06 (checked on a 12-token
-    input)"."""
+    input)"; a difference of exactly 0 is said as such: bit-identical ("to 0" read like a
+    rounded number)."""
     where = f" (checked on a {n_tokens:,}-token input)" if n_tokens else ""
+    if value == 0:
+        return ("Traced logits are bit-identical to the model's reference attention: the "
+                f"difference is exactly 0{where}.")
     return f"Traced logits match the model's reference attention to {value:.1g}{where}."
+
+
+def on_this_input(value: float) -> str:
+    """The result of the button's check, in words (exactly 0: bit-identical)."""
+    if value == 0:
+        return ("On this input the traced logits are bit-identical to the reference: they "
+                "differ from the reference by at most 0.")
+    return f"On this input: the traced logits differ from the reference by at most {value:.1g}."
 
 
 def check(model, text: str, target: str | None) -> float | str:
@@ -32,7 +44,7 @@ def check(model, text: str, target: str | None) -> float | str:
 def show(model, text: str, target: str | None) -> None:
     """The model's faithfulness line and a button that checks the current input."""
     faith = getattr(model, "faithfulness", None)
-    cols = st.columns([4, 1], vertical_alignment="center")
+    cols = st.columns([2, 1], vertical_alignment="center")  # room for the whole button label
     with cols[0]:
         if faith is None:
             st.caption("Faithfulness not checked yet: the traced logits have not been compared "
@@ -50,8 +62,7 @@ def show(model, text: str, target: str | None) -> None:
         if isinstance(result, str):
             st.warning(result, icon="⚠️")
         else:
-            st.success(f"On this input: the traced logits differ from the reference by at "
-                       f"most {result:.1g}.", icon="✅")
+            st.success(on_this_input(result), icon="✅")
 
 
 def _check_now(model, text: str, target: str | None, key: tuple) -> None:

@@ -12,7 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ..analysis import heads as analysis
-from .common import base_layout, f32
+from .common import base_layout, f32, top_axis
 from .heatmap import (
     EXACT_MAX_TOKENS,
     POOLED_SIZE,
@@ -112,7 +112,8 @@ def head_stat_figure(stats: pd.DataFrame, stat: str, kind: str, title: str | Non
         hovertemplate="layer %{y}, head %{x}: %{z:.4f}<extra>" + stat + "</extra>"))
     fig.update_xaxes(title="head", dtick=1, side="top")
     fig.update_yaxes(title="layer", dtick=1, autorange="reversed")
-    return base_layout(fig, title or f"{kind}: {stat} per head")
+    _, top = top_axis([str(h) for h in table.columns])
+    return base_layout(fig, title or f"{kind}: {stat} per head", margin=dict(t=top))
 
 
 def alignment_figure(pattern_head: np.ndarray, query_tokens: Sequence[str],

@@ -32,30 +32,52 @@ STATUS_STYLE = {  # colour, symbol, size: status must read without colour too
     "pruned": ("#c7c7c7", "x-thin-open", 6),
 }
 LEAF_HEIGHT = {"pruned": 0.3}  # vertical room of a leaf by status; others get 1.0
+SLOT_PX = 24  # pixels per vertical slot: a 10 px label above its marker fits in one
+TITLE_PX = 44  # the title's room at the top of the figure; the legend goes under it
+TOP_PX = 120  # top margin: the title and a legend of up to two lines
+RANK_PX = 90  # right margin for the "#1 −1.234" n-best labels right of the last step
+
+
+def _room(node: BeamNode) -> float:
+    return LEAF_HEIGHT.get(node.status, 1.0)
 
 
 def tree_layout(nodes: Sequence[BeamNode]) -> dict[int, tuple[float, float]]:
     """node id -> (x = step, y = vertical slot, 0 at the top), for tree.nodes or a subset
-    closed under parents."""
+    closed under parents.
+
+    Two nodes of one step are always at least the mean of their rooms apart (1 slot between
+    two labelled nodes): a parent sits at the middle of its surviving children unless the
+    node above it at its step is closer than that, and is then moved down. Nodes of a step
+    are placed in the walk's order, top to bottom, so moving one down never crosses edges."""
     children: dict[int | None, list] = {}
     for n in nodes:
         children.setdefault(n.parent, []).append(n)
     for sibs in children.values():
         sibs.sort(key=lambda n: (n.status == "pruned", -n.score, n.id))
     pos: dict[int, tuple[float, float]] = {}
+    lowest: dict[int, tuple[float, float]] = {}  # step -> (y, room) of the lowest node so far
     cursor = 0.0
+
+    def place(node: BeamNode, y: float) -> None:
+        below = lowest.get(node.step)
+        if below is not None:
+            y = max(y, below[0] + (below[1] + _room(node)) / 2)
+        pos[node.id] = (float(node.step), float(y))
+        lowest[node.step] = (float(y), _room(node))
+
     # Iterative post-order DFS (deep trees must not hit the recursion limit).
     stack = [(n, False) for n in reversed(children.get(None, []))]
     while stack:
         node, done = stack.pop()
         kids = children.get(node.id, [])
         if not kids:
-            h = LEAF_HEIGHT.get(node.status, 1.0)
-            pos[node.id] = (float(node.step), cursor + h / 2)
-            cursor += h
+            h = _room(node)
+            place(node, cursor + h / 2)
+            cursor = max(cursor + h, pos[node.id][1] + h / 2)
         elif done:
             main = [k for k in kids if k.status != "pruned"] or kids
-            pos[node.id] = (float(node.step), float(np.mean([pos[k.id][1] for k in main])))
+            place(node, float(np.mean([pos[k.id][1] for k in main])))
         else:
             stack.append((node, True))
             stack.extend((k, False) for k in reversed(kids))
@@ -123,17 +145,22 @@ def beam_tree_figure(tree: BeamTree, n_best: int | None = None, show_pruned: boo
     ends = [(rank, h) for rank, h in enumerate(hyps) if h.node_id in pos]
     if ends:
         xy = np.array([pos[h.node_id] for _, h in ends], dtype=np.float32)
-        fig.add_trace(go.Scatter(
+        fig.add_trace(go.Scatter(  # drawn past the last step, in the right margin
             x=xy[:, 0] + np.float32(0.25), y=xy[:, 1], mode="text", name="n-best ranks",
             text=[f"#{r + 1} {h.score:.3f}" for r, h in ends], textposition="middle right",
-            hoverinfo="skip", showlegend=False))
-    span = max((y for _, y in pos.values()), default=1.0)
+            hoverinfo="skip", showlegend=False, cliponaxis=False))
+    span = max((y + 0.5 for _, y in pos.values()), default=1.0)
     max_step = max((n.step for n in nodes), default=1)
-    fig.update_xaxes(title="step", dtick=1, range=[-0.5, max_step + 1.5], zeroline=False)
+    fig.update_xaxes(title="step", tickmode="array", tickvals=list(range(max_step + 1)),
+                     range=[-0.5, max_step + 0.5], zeroline=False)
     fig.update_yaxes(visible=False, autorange="reversed")
-    base_layout(fig, title or "Beam search tree", clickmode="event+select",
-                height=height or int(min(2400, max(420, 14 * span + 120))),
-                legend=dict(orientation="h", y=-0.05))
+    # The legend goes under the title at the top of the figure (under the axis it ran into
+    # the step numbers), placed in pixels from the top; the right margin holds the ranks.
+    fig_height = height or int(min(2400, max(420, SLOT_PX * span + 210)))
+    base_layout(fig, title or "Beam search tree", clickmode="event+select", height=fig_height,
+                margin=dict(t=TOP_PX, r=RANK_PX),
+                legend=dict(orientation="h", yref="container", y=1 - TITLE_PX / fig_height,
+                            yanchor="top", x=0, xanchor="left"))
     return fig
 
 

@@ -103,15 +103,63 @@ def token_axis(labels: Sequence[str], tokens: Sequence[str], title: str, reverse
     tickvals, ticktext = tick_subset(labels, tokens, max_ticks)
     # No categoryarray: the first trace's data order already fixes the category order, and
     # repeating 512 labels would cost ~8 kB per axis.
+    # autotickangles: horizontal labels, else vertical ones; plotly's default also tries 30°,
+    # where neighbouring labels of a crowded axis still touch
     axis = dict(type="category", title=title, tickmode="array", tickvals=tickvals,
-                ticktext=ticktext, showgrid=False, zeroline=False)
+                ticktext=ticktext, showgrid=False, zeroline=False, autotickangles=[0, 90],
+                automargin=True)
     if reversed_:
         axis["autorange"] = "reversed"  # matrix orientation: first query row at the top
     return axis
 
 
+def title_dict(title: str | None, above: int = 0) -> dict | None:
+    """A chart title that never lies over the plot's own text: at the top of the figure
+    (yref "container") with automargin, which makes plotly reserve the title's height in the
+    top margin and push the plotting area (with a top x axis's tick labels and title) below
+    it. above: extra pixels under the title for what plotly does not count (subplot titles,
+    which are annotations)."""
+    if title is None:
+        return None
+    return dict(text=title, automargin=True, yref="container", y=1, yanchor="top",
+                pad=dict(t=10, b=6 + above))
+
+
+def colorbar(title: str | None = None, **kw) -> dict:
+    """A colour bar whose title reads sideways to the right of its tick labels: on top (plotly's
+    default) the title sits right against the highest tick label."""
+    bar = dict(thickness=12, **kw)
+    if title:
+        bar["title"] = dict(text=title, side="right")
+    return bar
+
+
+def label_px(labels: Sequence[str], px_per_char: float = 7.0) -> int:
+    """Rough width in pixels of the longest of labels at the charts' 12 px font: the room a
+    tick label column (or a vertical x tick label) takes, for spacing and heights."""
+    return int(px_per_char * max((len(str(x)) for x in labels), default=0))
+
+
+TITLE_PX = 44  # a title's room at the top of a figure (17 px bold text and its padding)
+TOP_AXIS_WIDTH_PX = 420  # about the narrowest a chart with a top token axis gets on a page
+
+
+def top_axis(ticktext: Sequence[str], axis_title: bool = True) -> tuple[int, int]:
+    """(tickangle, top margin) for an x axis drawn above the plot, under the chart title.
+
+    Plotly keeps a title's room at the top of the figure but does not stack a top axis's
+    labels and title under it, so the margin is counted here: the title, the tick labels
+    (horizontal when all of them fit side by side in a narrow chart, else vertical, whose
+    height is the longest label) and the axis title."""
+    vertical = len(ticktext) * (label_px(ticktext) + 10) > TOP_AXIS_WIDTH_PX
+    labels = label_px(ticktext) + 8 if vertical else 20
+    return (-90 if vertical else 0), TITLE_PX + labels + (24 if axis_title else 0) + 6
+
+
 def layout_dict(title: str | None = None, **kw) -> dict:
     """The layout base_layout would set, for go.Figure(traces, layout=...) in one pass."""
+    if isinstance(title, str):
+        title = title_dict(title)
     return dict(template=_TEMPLATE, title=title, **kw)
 
 

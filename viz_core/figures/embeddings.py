@@ -26,17 +26,18 @@ def segment_heatmap(pattern_head: np.ndarray, tokens: Sequence[str], segments: S
     for a, b, s in segment_runs(list(segments)):
         color = SEGMENT_COLORS[s % len(SEGMENT_COLORS)]
         label = "AB"[s] if s in (0, 1) else str(s)
-        fig.add_shape(type="rect", xref="x", yref="paper", x0=a - 0.5, x1=b - 0.5, y0=1.01,
-                      y1=1.05, fillcolor=color, line_width=0)
+        # under the keys: the top of the plot holds the key labels
+        fig.add_shape(type="rect", xref="x", yref="paper", x0=a - 0.5, x1=b - 0.5, y0=-0.05,
+                      y1=-0.01, fillcolor=color, line_width=0)
         fig.add_shape(type="rect", xref="paper", yref="y", x0=-0.05, x1=-0.01, y0=a - 0.5,
                       y1=b - 0.5, fillcolor=color, line_width=0)
-        fig.add_annotation(xref="x", yref="paper", x=(a + b - 1) / 2, y=1.05,
-                           text=f"segment {label}", showarrow=False, yanchor="bottom",
+        fig.add_annotation(xref="x", yref="paper", x=(a + b - 1) / 2, y=-0.05,
+                           text=f"segment {label}", showarrow=False, yanchor="top",
                            font=dict(color=color))
     for axis in (fig.layout.xaxis, fig.layout.yaxis):
         if axis.ticktext:
             axis.ticktext = [f"<b>{t}</b>" if t in SPECIALS else t for t in axis.ticktext]
-    fig.update_layout(margin=dict(t=90, l=90))
+    fig.update_layout(margin=dict(l=90, b=70))
     return fig
 
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import WEIGHT_COLORSCALE, base_layout, f32, pool2d
+from .common import WEIGHT_COLORSCALE, base_layout, colorbar, f32, pool2d, top_axis
 
 if TYPE_CHECKING:  # type hints only: figures read traces, they never capture
     from ..capture.trace import AttentionTrace, BlockTrace
@@ -90,8 +90,7 @@ def layer_head_grid(
     tiled, (tq, tk), gap = tile_patterns(p, max_size, how)
     fig = go.Figure(
         go.Heatmap(z=tiled, colorscale=WEIGHT_COLORSCALE, zmin=0.0, zmax=1.0, hoverinfo="skip",
-                   colorbar=dict(title=dict(text="weight" if scale == "fixed" else
-                                            "÷ thumbnail max"), thickness=12),
+                   colorbar=colorbar("weight" if scale == "fixed" else "÷ thumbnail max"),
                    name="thumbnails")
     )
     # Click targets: LATTICE x LATTICE markers per thumbnail, each carrying (layer, head).
@@ -111,16 +110,22 @@ def layer_head_grid(
         hovertemplate="layer %{customdata[0]}, head %{customdata[1]}<extra></extra>",
         showlegend=False,
     ))
+    heads = [f"H{h}" for h in range(n_heads)]
+    angle, top = top_axis(heads, axis_title=False)
+    # constrain="domain": the plot shrinks to the thumbnails' aspect, so the head labels on
+    # top sit on the thumbnails, under the title (with "range" they stay at the top of the
+    # whole plot height, where the title is)
     fig.update_xaxes(tickmode="array", tickvals=[h * (tk + gap) + (tk - 1) / 2
                                                  for h in range(n_heads)],
-                     ticktext=[f"H{h}" for h in range(n_heads)], side="top", showgrid=False,
-                     zeroline=False, range=[-0.5, tiled.shape[1] - 0.5])
+                     ticktext=heads, side="top", tickangle=angle, showgrid=False,
+                     zeroline=False, range=[-0.5, tiled.shape[1] - 0.5], constrain="domain")
     fig.update_yaxes(tickmode="array", tickvals=[li * (tq + gap) + (tq - 1) / 2
                                                  for li in range(n_layers)],
                      ticktext=[f"L{lay}" for lay in layers], autorange="reversed",
-                     showgrid=False, zeroline=False, scaleanchor="x", scaleratio=1)
+                     showgrid=False, zeroline=False, scaleanchor="x", scaleratio=1,
+                     constrain="domain")
     base_layout(fig, title, plot_bgcolor="white", dragmode=False, clickmode="event+select",
-                height=max(260, 70 * n_layers + 80))
+                height=max(260, 70 * n_layers + 80), margin=dict(t=top))
     if kv_group is not None:
         _mark_kv_groups(fig, list(kv_group), n_heads, tk, gap, tiled.shape[0])
     return fig

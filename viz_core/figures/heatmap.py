@@ -22,11 +22,13 @@ import plotly.graph_objects as go
 from .common import (
     BLOCKED_COLOR,
     BLOCKED_NOTE,
+    MAX_TICKS,
     SCORE_COLORSCALE,
     WEIGHT_COLORSCALE,
     bin_starts,
     blocked_marks,
     check_matrix,
+    colorbar,
     f32,
     json_bytes,
     layout_dict,
@@ -35,6 +37,7 @@ from .common import (
     pooled_labels,
     range_labels,
     token_axis,
+    top_axis,
 )
 
 if TYPE_CHECKING:  # type hints only: figures read traces, they never capture
@@ -82,6 +85,7 @@ def matrix_heatmap(
     max_cells: int | None = MAX_CELLS_WEIGHTS,
     q_start: int = 0,
     k_start: int = 0,
+    max_ticks: int = MAX_TICKS,
 ) -> go.Figure:
     """Heatmap of a [q, k] matrix; blocked cells (mask True) become NaN: grey, no colour.
 
@@ -111,7 +115,7 @@ def matrix_heatmap(
         title = f"{title or ''} (mean-pooled {f}×{f})"
     traces = [go.Heatmap(
         z=zz, x=xl, y=yl, colorscale=colorscale, zmin=zmin, zmax=zmax, zmid=zmid,
-        hoverongaps=False, colorbar=dict(title=dict(text=value_name), thickness=12),
+        hoverongaps=False, colorbar=colorbar(value_name),
         hovertemplate=f"%{{y}} → %{{x}}: %{{z:.4f}}<extra>{value_name}</extra>",
         name=value_name,
     )]
@@ -120,10 +124,13 @@ def matrix_heatmap(
         if marks is not None:
             traces.append(marks)
     note = f"   <sup>{BLOCKED_NOTE}</sup>" if mask is not None and mask.any() else ""
+    xaxis = {**token_axis(xl, xt, x_title, max_ticks=max_ticks), "side": "top"}
+    angle, top = top_axis(xaxis["ticktext"], bool(x_title))
     # one validated layout (each update_* call would re-validate and copy the figure)
     fig = go.Figure(traces, layout=layout_dict(
-        (title or "") + note, xaxis={**token_axis(xl, xt, x_title), "side": "top"},
-        yaxis=token_axis(yl, yt, y_title, reversed_=True),
+        (title or "") + note, xaxis={**xaxis, "tickangle": angle},
+        yaxis=token_axis(yl, yt, y_title, reversed_=True, max_ticks=max_ticks),
+        margin=dict(t=top),
         plot_bgcolor=BLOCKED_COLOR if mask is not None else "white", showlegend=False))
     return fig
 
@@ -244,13 +251,15 @@ def pooled_heatmap(z: np.ndarray, n_q: int, n_k: int, *, blocked: np.ndarray | N
     note = f"   <sup>{BLOCKED_NOTE}</sup>" if has_blocked else ""
     pool_note = f" (block means, {zz.shape[0]}×{zz.shape[1]} bins of {n_q}×{n_k})"
     hover = f"queries %{{y}} → keys %{{x}}: %{{z:.3g}}<extra>{value_name}</extra>"
+    xaxis = {**token_axis(xl, [lab.split("–")[0] for lab in xl], x_title, max_ticks=16),
+             "side": "top"}
+    angle, top = top_axis(xaxis["ticktext"], bool(x_title))
     fig = go.Figure(go.Heatmap(
         z=zz, x=xl, y=yl, colorscale=colorscale, zmin=zmin, zmax=zmax, hoverongaps=False,
-        colorbar=dict(title=dict(text=value_name), thickness=12), hovertemplate=hover,
+        colorbar=colorbar(value_name), hovertemplate=hover,
         name=value_name), layout=layout_dict(
-        (title or "") + pool_note + note,
-        xaxis={**token_axis(xl, [lab.split("–")[0] for lab in xl], x_title, max_ticks=16),
-               "side": "top"},
+        (title or "") + pool_note + note, margin=dict(t=top),
+        xaxis={**xaxis, "tickangle": angle},
         yaxis=token_axis(yl, [lab.split("–")[0] for lab in yl], y_title, reversed_=True,
                          max_ticks=16),
         plot_bgcolor=BLOCKED_COLOR if has_blocked else "white", showlegend=False))

@@ -100,7 +100,8 @@ def _vector_fig(vec: np.ndarray, title: str, name: str) -> go.Figure:
         colorbar=dict(thickness=10)))
     fig.update_yaxes(visible=False)
     fig.update_xaxes(title="dimension")
-    return base_layout(fig, title, height=170, margin=dict(l=30, r=20, t=50, b=40))
+    # tall enough for a colour bar whose three tick labels do not touch
+    return base_layout(fig, title, height=220, margin=dict(l=30, r=20, b=40))
 
 
 def _key_matrix_fig(m: np.ndarray, key_tokens: Sequence[str], title: str,
@@ -114,7 +115,7 @@ def _key_matrix_fig(m: np.ndarray, key_tokens: Sequence[str], title: str,
         colorbar=dict(thickness=10)))
     fig.update_yaxes(**token_axis(labels, key_tokens, "key", reversed_=True))
     fig.update_xaxes(title="dimension")
-    return base_layout(fig, title, height=max(220, 16 * len(labels) + 90))
+    return base_layout(fig, title, height=max(220, 20 * len(labels) + 110))  # 20 px a row
 
 
 def _key_bar_fig(values: np.ndarray, key_tokens: Sequence[str], title: str, name: str,

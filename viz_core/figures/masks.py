@@ -22,10 +22,14 @@ from .common import (
     WEIGHT_COLORSCALE,
     base_layout,
     blocked_marks,
+    colorbar,
     f32,
+    label_px,
+    plot_text,
     pool2d,
     pool_factor,
     pooled_labels,
+    title_dict,
     token_axis,
     unique_labels,
 )
@@ -125,12 +129,33 @@ def pad_batch(sentences: Sequence[Sequence[str]], pad: str = "<pad>") -> list[li
     return [list(s) + [pad] * (n - len(s)) for s in sentences]
 
 
+NOTHING_BLOCKED = "nothing is blocked:<br>every query sees every key"
+FIGURE_PX = 1100  # about the width a full-width chart gets in the app's wide layout
+
+
+def panel_spacing(labels: Sequence[str]) -> float:
+    """horizontal_spacing (a fraction of the figure's width) that leaves room for the query
+    tick labels drawn left of a panel, so they never run into the panel before it."""
+    return min(0.25, max(0.04, (label_px(labels) + 24) / FIGURE_PX))
+
+
+def panels_height(n_rows: int, key_labels: Sequence[str], base: int = 140) -> int:
+    """Height of a row of square-ish token panels: 22 px per query row, plus room for the key
+    labels, which plotly turns vertical when they do not fit side by side."""
+    return max(320, min(900, 22 * n_rows + base)) + label_px(key_labels)
+
+
 def mask_panels(masks: Sequence[np.ndarray], titles: Sequence[str],
                 query_tokens: Sequence[Sequence[str]], key_tokens: Sequence[Sequence[str]],
                 title: str | None = None) -> go.Figure:
-    """Side-by-side mask matrices (z = 1 where True = blocked), one panel per mask."""
+    """Side-by-side mask matrices (z = 1 where True = blocked), one panel per mask. Panels
+    with the same queries share one column of query labels; a mask that blocks nothing says
+    so in its panel (an all-white grid would read as "not drawn")."""
+    shared = all(list(q) == list(query_tokens[0]) for q in query_tokens)
+    later_labels = [plot_text(t) for q in query_tokens[1:] for t in q]
     fig = make_subplots(rows=1, cols=len(masks), subplot_titles=list(titles),
-                        horizontal_spacing=0.06)
+                        horizontal_spacing=0.04 if shared else panel_spacing(later_labels),
+                        shared_yaxes=shared)
     for i, (m, qt, kt) in enumerate(zip(masks, query_tokens, key_tokens, strict=True), start=1):
         m = np.asarray(m, dtype=bool)
         xl, yl = unique_labels(kt), unique_labels(qt)
@@ -146,11 +171,19 @@ def mask_panels(masks: Sequence[np.ndarray], titles: Sequence[str],
         if marks is not None:
             marks.textfont.color = "white"
             fig.add_trace(marks, row=1, col=i)
+        elif m.size and not m.any():
+            fig.add_annotation(text=NOTHING_BLOCKED, x=0.5, y=0.5, xref=f"x{axis_id} domain",
+                               yref=f"y{axis_id} domain", showarrow=False, name="nothing blocked",
+                               font=dict(size=13, color="#444444"), bgcolor="white",
+                               bordercolor="#8c2d2d", borderpad=4)
         fig.update_xaxes(**token_axis(xl, kt, "key"), side="bottom", row=1, col=i)
         fig.update_yaxes(**token_axis(yl, qt, "query" if i == 1 else "", reversed_=True),
                          row=1, col=i)
-    base_layout(fig, f"{title or 'Masks'}   <sup>{MASK_NOTE}</sup>", showlegend=False,
-                height=max(320, min(900, 22 * max(len(q) for q in query_tokens) + 140)))
+    # grey behind the 1 px gaps: an allowed (white) cell reads as a cell of a grid
+    base_layout(fig, title_dict(f"{title or 'Masks'}   <sup>{MASK_NOTE}</sup>", above=24),
+                showlegend=False, plot_bgcolor="#d9d9d9",
+                height=panels_height(max(len(q) for q in query_tokens),
+                                     [plot_text(t) for k in key_tokens for t in k]))
     return fig
 
 
@@ -234,18 +267,22 @@ def masking_steps_figure(scores: np.ndarray, mask: np.ndarray, query_tokens: Seq
         title = f"{title or 'Masking, step by step'} (mean-pooled {f}×{f})"
     xl, kt = pooled_labels(key_tokens, f)
     yl, qt = pooled_labels(query_tokens, f)
+    # Scores before and after masking share one colour scale (their bar at the top right),
+    # the weights have theirs (bottom right): both right of the last panel, never over the
+    # middle panel's plot. The three panels share the query labels (left of the first).
+    score_bar = colorbar("score", x=1.02, xanchor="left", y=1.0, yanchor="top", len=0.47)
+    weight_bar = colorbar("weight", x=1.02, xanchor="left", y=0.0, yanchor="bottom", len=0.47)
     panels = [
-        (s, "1 · scores QKᵀ/√d_k", SCORE_COLORSCALE, -lim, lim, "score", 0.29),
-        (after, "2 · masked: blocked → −∞", SCORE_COLORSCALE, -lim, lim, "score", 0.29),
-        (w_shown, "3 · softmax weights", WEIGHT_COLORSCALE, 0.0, 1.0, "weight", 1.0),
+        (s, "1 · scores QKᵀ/√d_k", SCORE_COLORSCALE, -lim, lim, "score", score_bar),
+        (after, "2 · masked: blocked → −∞", SCORE_COLORSCALE, -lim, lim, "score", None),
+        (w_shown, "3 · softmax weights", WEIGHT_COLORSCALE, 0.0, 1.0, "weight", weight_bar),
     ]
     fig = make_subplots(rows=1, cols=3, subplot_titles=[p[1] for p in panels],
-                        horizontal_spacing=0.08)
-    for i, (z, _, cs, lo, hi, name, cb_x) in enumerate(panels, start=1):
+                        horizontal_spacing=0.04, shared_yaxes=True)
+    for i, (z, _, cs, lo, hi, name, bar) in enumerate(panels, start=1):
         fig.add_trace(go.Heatmap(
             z=f32(z), x=xl, y=yl, colorscale=cs, zmin=lo, zmax=hi, name=name,
-            hoverongaps=False, showscale=i != 2,
-            colorbar=dict(x=cb_x + 0.02 if i == 1 else 1.01, thickness=10, len=0.9),
+            hoverongaps=False, showscale=bar is not None, colorbar=bar or {},
             hovertemplate="%{y} → %{x}: %{z:.4f}<extra>" + name + "</extra>"), row=1, col=i)
         if i > 1:
             axis_id = str(i)
@@ -256,7 +293,8 @@ def masking_steps_figure(scores: np.ndarray, mask: np.ndarray, query_tokens: Seq
         fig.update_xaxes(**token_axis(xl, kt, "key"), row=1, col=i)
         fig.update_yaxes(**token_axis(yl, qt, "query" if i == 1 else "", reversed_=True),
                          row=1, col=i)
-    base_layout(fig, f"{title or 'Masking, step by step'}   <sup>grey ✕ = True = blocked</sup>",
+    base_layout(fig, title_dict(f"{title or 'Masking, step by step'}   "
+                                "<sup>grey ✕ = True = blocked</sup>", above=24),
                 plot_bgcolor=BLOCKED_COLOR, showlegend=False,
-                height=max(340, min(900, 22 * len(yl) + 140)))
+                height=panels_height(len(yl), [plot_text(t) for t in kt], base=160))
     return fig

@@ -128,8 +128,11 @@ def wavelength_figure(table: np.ndarray | None = None, d_model: int | None = Non
         x=f32(np.arange(len(wl))), y=f32(wl), mode="markers+lines", name=name,
         hovertemplate="dim %{x}: %{y:.4g} positions<extra></extra>"))
     fig.update_xaxes(title="dimension")
-    fig.update_yaxes(title="wavelength (positions)", type="log")
+    fig.update_yaxes(title="wavelength (positions)", type="log", dtick=1)  # decades: 2..9 crowd
     return base_layout(fig, title or name)
+
+
+POSITION_TICKS = 16  # position numbers on a similarity matrix: a tick every n-th position
 
 
 def similarity_figure(table: np.ndarray, normalize: bool = False, title: str | None = None,
@@ -142,4 +145,5 @@ def similarity_figure(table: np.ndarray, normalize: bool = False, title: str | N
         sim, labels, labels, title=title or ("cos(PE(p), PE(q))" if normalize
                                              else "PE(p) · PE(q)"),
         value_name="similarity", colorscale=SCORE_COLORSCALE, zmin=-lim, zmax=lim,
-        x_title="position q", y_title="position p", max_cells=MAX_CELLS_SIGNED)
+        x_title="position q", y_title="position p", max_cells=MAX_CELLS_SIGNED,
+        max_ticks=POSITION_TICKS)
