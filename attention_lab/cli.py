@@ -115,6 +115,12 @@ def cmd_trace(args) -> int:
         print("\n".join(_summary(model, trace)))
         print("(give --out FILE.npz or FILE.json to save every array)")
         return 0
+    from viz_core.figures.heatmap import EXACT_MAX_TOKENS
+
+    longest = max((max(trace[b].shape[1:]) for b in trace.blocks), default=0)
+    if longest > EXACT_MAX_TOKENS:  # the app offers these downloads up to the same length
+        raise CommandError(f"exports of whole attention matrices go up to {EXACT_MAX_TOKENS:,} "
+                           f"tokens; this input has {longest:,}")
     if out.suffix.lower() == ".npz":  # as the Attention page's "Whole trace (NPZ)"
         data: bytes | str = vc.trace_npz(trace)
     else:  # as its "This block (JSON)", for every block

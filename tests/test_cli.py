@@ -193,3 +193,16 @@ def test_python_dash_m_attention_lab():
     assert proc.returncode == 0, proc.stderr
     for command in ("app", "trace", "atlas", "models", "check"):
         assert command in proc.stdout
+
+
+def test_export_of_a_long_input_is_refused_as_in_the_app(capsys, tmp_path, monkeypatch):
+    """Whole-matrix downloads stop at the app's exact limit (1,024 tokens; lowered to 3 here
+    so a shipped model reaches it): one line, nothing written."""
+    from viz_core.figures import heatmap
+
+    monkeypatch.setattr(heatmap, "EXACT_MAX_TOKENS", 3)
+    code, _, err = run(capsys, "trace", TEXT, "--model", "en-fr", "--out", str(tmp_path / "x.npz"))
+    assert code == 1
+    assert err.strip() == ("attention-lab: exports of whole attention matrices go up to 3 "
+                           "tokens; this input has 4")
+    assert not (tmp_path / "x.npz").exists()
