@@ -303,20 +303,31 @@ def test_token_messages(lm):
         lm.patch(CLEAN, CORRUPTED, over="neurons")
 
 
-def test_hostile_text_everywhere(lm):
+def _hostile(model, clean, corrupted, token):
     # every box: a result or a clear InputError, never another exception
     for _, text in CORPUS:
-        for kwargs in ({"clean": text, "corrupted": CORRUPTED},
-                       {"clean": CLEAN, "corrupted": text},
-                       {"clean": CLEAN, "corrupted": CORRUPTED, "token": text},
-                       {"clean": CLEAN, "corrupted": CORRUPTED, "token": "the",
+        for kwargs in ({"clean": text, "corrupted": corrupted},
+                       {"clean": clean, "corrupted": text},
+                       {"clean": clean, "corrupted": corrupted, "token": text},
+                       {"clean": clean, "corrupted": corrupted, "token": token,
                         "against": text}):
             try:
-                p = lm.patch(over="layers", **kwargs)
+                p = model.patch(over="layers", **kwargs)
             except InputError as err:
                 assert str(err)
             else:
                 assert np.isfinite(p.effect).all()
+
+
+def test_hostile_text_everywhere(lm):
+    _hostile(lm, CLEAN, CORRUPTED, "the")
+
+
+@pytest.mark.slow
+def test_hostile_text_everywhere_gpt2(gpt2_path):
+    # a Hugging Face tokenizer (lone surrogates are replaced before it sees them)
+    model = vc.load(str(gpt2_path), device="cpu", dtype="float32")
+    _hostile(model, "the cat sat on the mat", "the dog sat on the mat", " mat")
 
 
 @pytest.mark.slow

@@ -66,7 +66,8 @@ def _add_notice(result, notice: str) -> None:
 
 SURROGATE_NOTICE = ("The text held invalid characters (lone UTF-16 surrogates); each was "
                     "replaced by \ufffd.")
-TEXT_ARGS = ("source", "target", "pair", "prefix", "sources", "targets")
+TEXT_ARGS = ("source", "target", "pair", "prefix", "sources", "targets", "clean", "corrupted",
+             "token", "against")
 
 
 def _has_surrogate(text: str) -> bool:
@@ -134,6 +135,12 @@ class GuardedModel:
 
     def qk_attribution(self, *args, **kwargs):
         return self._run("qk_attribution", args, kwargs)
+
+    def patch(self, *args, **kwargs):
+        return self._run("patch", args, kwargs)
+
+    def attribution_patch(self, *args, **kwargs):
+        return self._run("attribution_patch", args, kwargs)
 
     def show_beam(self, text: str, *, n_best: int | None = None, show_pruned: bool = True,
                   title: str | None = None, **beam_options):
