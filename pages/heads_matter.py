@@ -51,6 +51,7 @@ from viz_core.figures.contributions import (
 
 TABS = {"attribution": "Logit attribution", "lens": "Logit lens", "patching": "Patching",
         "composition": "Composition", "search": "Head search", "qk": "Why this score?"}
+LENS_POSITIONS = 256  # positions drawn in the lens grid (long inputs: the last ones)
 TOKEN_CHARS = 200  # a token box holds one token: anything longer is certainly not one
 
 sel = selection()
@@ -154,10 +155,15 @@ with tabs["lens"]:
     if tabs["lens"].open:
         with attempt("reading the logit lens"):
             lens = logit_lens(sel.model_name, sel.device, sel.text, sel.target)
-            top1 = [[cell[0] for cell in row] for row in lens.top_tokens]
-            chart(logit_lens_grid(lens.layers, lens.tokens, top1, lens.top_probs[..., 0],
-                                  lens.prob, lens.prediction_tokens),
+            first = max(0, len(lens.tokens) - LENS_POSITIONS)  # long inputs: the last ones
+            top1 = [[cell[0] for cell in row[first:]] for row in lens.top_tokens]
+            chart(logit_lens_grid(lens.layers, lens.tokens[first:], top1,
+                                  lens.top_probs[:, first:, 0], lens.prob[:, first:],
+                                  lens.prediction_tokens[first:]),
                   key="hm_lens", name="logit-lens")
+            if first:
+                st.caption(f"The last {LENS_POSITIONS} of {len(lens.tokens):,} positions "
+                           "(the downloads hold them all).")
             st.caption("Each row is the residual stream after that layer (the first: the "
                        "embeddings), read through the model's final norm and unembedding; "
                        "the last row is the model's own output. Text: the top token there; "

@@ -33,3 +33,13 @@ def test_real_tokenizer_counts_match():
     assert c is not None
     assert model.count_tokens(c.text) == model.count_tokens(text)
     assert c.text != text
+
+
+def test_words_past_the_models_cut_are_never_replaced():
+    def cut(text: str) -> int:  # a model that keeps the first 12 characters
+        return min(len(text), 12)
+
+    text = "the cat sat on the mat and the dog sat on the rug"
+    c = suggest_corruption(text, cut)
+    assert c is not None and c.start < 12
+    assert c.text[:12] != text[:12]

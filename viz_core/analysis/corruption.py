@@ -51,6 +51,8 @@ def suggest_corruption(text: str, count_tokens: Callable[[str], int],
     order = [*reversed(words[:-1]), words[-1]] if len(words) >= 3 else list(reversed(words))
     tries = 0
     for m in order:
+        if count_tokens(text[:m.start()]) >= n:
+            continue  # past the model's cut (a long text): changing it changes nothing
         for w in _candidates(m.group(), pool):
             if tries >= MAX_TRIES:
                 return None
