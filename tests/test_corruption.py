@@ -43,3 +43,16 @@ def test_words_past_the_models_cut_are_never_replaced():
     c = suggest_corruption(text, cut)
     assert c is not None and c.start < 12
     assert c.text[:12] != text[:12]
+
+
+def test_a_long_text_costs_few_tokenisations():
+    calls = []
+
+    def cut(text: str) -> int:  # a model that keeps the first 40 characters
+        calls.append(len(text))
+        return min(len(text), 40)
+
+    text = "the cat sat on the mat and the dog saw a red house " * 400
+    c = suggest_corruption(text, cut)
+    assert c is not None and c.start < 40
+    assert len(calls) < 60  # a binary search over ~4,800 words, not one call per word

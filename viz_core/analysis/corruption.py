@@ -48,11 +48,21 @@ def suggest_corruption(text: str, count_tokens: Callable[[str], int],
     pool = [m.group() for m in words if len(m.group()) > 3]
     pool += list(FALLBACK_WORDS)
     pool += [m.group() for e in examples for m in _WORD.finditer(e)]
+    # Only words the model sees: a long text is cut, and a word past the cut changes nothing.
+    # Binary search (a longer prefix never has fewer tokens): words[:lo] start before the cut.
+    lo, hi = 0, len(words)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if count_tokens(text[:words[mid].start()]) < n:
+            lo = mid + 1
+        else:
+            hi = mid
+    words = words[:lo]
+    if not words:
+        return None
     order = [*reversed(words[:-1]), words[-1]] if len(words) >= 3 else list(reversed(words))
     tries = 0
     for m in order:
-        if count_tokens(text[:m.start()]) >= n:
-            continue  # past the model's cut (a long text): changing it changes nothing
         for w in _candidates(m.group(), pool):
             if tries >= MAX_TRIES:
                 return None
