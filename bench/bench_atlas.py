@@ -9,6 +9,12 @@ Rows:
   steady_* rates leave out everything before the first shard finished.
 - the driver's peak memory (VmHWM) for N and 8N examples on Ray, each in its own process:
   examples stream through the driver, so the peak must not grow with N (target <= 1.15x).
+- where Ray pays off (the "auto" engine's threshold, docs/ATLAS.md): the whole command
+  `python -m viz_core.atlas` timed from start to exit (imports, model load, Ray start and
+  shutdown included: what a user waits for) with --engine local and --engine ray, for the
+  shipped lm, en-fr and MiniLM at a few dataset sizes. Per model, a line seconds = fixed +
+  n / rate is fitted to each engine, and the crossover n where Ray's line drops below the
+  in-process one is reported (none when Ray's rate is not higher).
 - with a GPU: examples/s of a BERT-base-shaped model (random weights) in-process, batched.
 """
 
@@ -135,6 +141,76 @@ def memory_rows(quick: bool) -> list[dict]:
              "peak_big_mb": peaks[big], "peak_growth_mb": peaks[big] - peaks[small]}]
 
 
+# model: (tokens per example, or None for the model's own example sentences; sizes)
+PAYOFF_CASES = {"lm": (16, (64, 256, 1024)), "en-fr": (None, (8, 24, 64)),
+                "minilm": (32, (16, 48, 128))}
+
+
+def _cli_seconds(model: str, data: Path, out: Path, engine: str, n: int) -> dict:
+    """Wall seconds of one whole `python -m viz_core.atlas` run in a fresh process."""
+    cmd = [sys.executable, "-m", "viz_core.atlas", "--model", model, "--data", str(data),
+           "--out", str(out), "--engine", engine, "--limit", str(n), "--probe", "0",
+           "--shard-size", str(max(8, n // 8)), "--quiet"]
+    if engine == "ray":
+        cmd += ["--workers", "2"]
+    t0 = time.perf_counter()
+    res = subprocess.run(cmd, capture_output=True, text=True, cwd=str(ROOT), timeout=900)
+    wall = time.perf_counter() - t0
+    if res.returncode:
+        raise RuntimeError(f"{engine} run failed: {(res.stderr or res.stdout)[-400:]}")
+    run = json.loads((out / "atlas.json").read_text())["run"]
+    return {"wall_s": wall, "run_s": run["seconds"]}
+
+
+def _line(ns: list[int], secs: list[float]) -> tuple[float, float]:
+    """Least-squares fixed seconds and seconds per example of secs ~ fixed + n * per."""
+    import numpy as np
+
+    per, fixed = np.polyfit(np.asarray(ns, float), np.asarray(secs, float), 1)
+    return float(fixed), float(per)
+
+
+def payoff_rows(quick: bool, cases: dict | None = None) -> list[dict]:
+    import viz_core as vc
+
+    rows = []
+    cases = cases or ({"lm": PAYOFF_CASES["lm"]} if quick else PAYOFF_CASES)
+    for name, (n_tokens, sizes) in cases.items():
+        sizes = sizes[:2] if quick else sizes
+        if quick:
+            sizes = tuple(max(2, s // 8) for s in sizes)
+        model = vc.load(name)
+        measured = {"local": [], "ray": []}
+        with tempfile.TemporaryDirectory() as tmp:
+            data = Path(tmp) / "data.txt"
+            texts = (_texts(model, n_tokens, max(sizes)) if n_tokens else
+                     (model.examples() * max(sizes))[:max(sizes)])
+            data.write_text("\n".join(texts) + "\n")
+            for n in sizes:
+                pair = {}
+                for engine in ("local", "ray") if n % 2 else ("ray", "local"):
+                    pair[engine] = _cli_seconds(name, data, Path(tmp) / f"{engine}{n}",
+                                                engine, n)
+                for engine in pair:
+                    measured[engine].append(pair[engine]["wall_s"])
+                rows.append({
+                    "name": f"atlas end to end, {name}, {n} examples: Ray / in-process",
+                    "ours_s": pair["ray"]["wall_s"], "peer": "in-process (--engine local)",
+                    "peer_s": pair["local"]["wall_s"],
+                    "ratio": pair["ray"]["wall_s"] / pair["local"]["wall_s"],
+                    "device": "cpu", "examples": n, "model": name,
+                    "ray_run_s": pair["ray"]["run_s"], "local_run_s": pair["local"]["run_s"]})
+        (fl, pl), (fr, pr) = _line(sizes, measured["local"]), _line(sizes, measured["ray"])
+        cross = (fr - fl) / (pl - pr) if pl > pr else None
+        rows.append({
+            "name": f"atlas {name}: Ray pays off from (examples)", "device": "cpu",
+            "model": name, "crossover_examples": None if cross is None else round(cross),
+            "local_fixed_s": fl, "local_examples_per_s": 1 / pl if pl > 0 else None,
+            "ray_fixed_s": fr, "ray_examples_per_s": 1 / pr if pr > 0 else None,
+            "sizes": list(sizes)})
+    return rows
+
+
 def gpu_rows(quick: bool) -> list[dict]:
     """BERT-base shape (12 layers x 12 heads, d 768), random weights, MiniLM's tokenizer."""
     import torch
@@ -188,13 +264,13 @@ def make_bert_base(path: Path) -> Path:
 
 
 def run(quick: bool = False) -> list[dict]:
-    return throughput_rows(quick) + memory_rows(quick) + gpu_rows(quick)
+    return throughput_rows(quick) + memory_rows(quick) + payoff_rows(quick) + gpu_rows(quick)
 
 
 if __name__ == "__main__":
-    which = sys.argv[1:] or ["throughput", "memory", "gpu"]
+    which = sys.argv[1:] or ["throughput", "memory", "payoff", "gpu"]
     quick = "--quick" in which
-    for part in ("throughput", "memory", "gpu"):
+    for part in ("throughput", "memory", "payoff", "gpu"):
         if part in which:
             for r in globals()[f"{part}_rows"](quick):
                 print(json.dumps(r, default=str))
