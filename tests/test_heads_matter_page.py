@@ -130,3 +130,21 @@ def test_attention_page_why_this_cell(model, expect):
     assert not at.exception, [e.message for e in at.exception]
     assert any(expect in t for t in _texts(at)), _texts(at)
     assert at.query_params["why"] in ("1", ["1"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model,tabs", [("lm", ("Patching", "Logit attribution")),
+                                        ("minilm", ("Patching",))])
+def test_hostile_sidebar_text(model, tabs):
+    """The whole corpus typed into the sidebar's text box (one AppTest reused, as in
+    tests/test_hostile.py): the page answers each with its view or a message."""
+    at = open_app("heads_matter", model=model, text="the cat sat on the mat")
+    for tab in tabs:
+        at = _tab(at, tab)
+        for label, text in CORPUS:
+            at = at.text_area(key="text").set_value(sendable(text)).run()
+            where = (model, tab, label, text[:40])
+            assert not at.exception, (where, [e.message for e in at.exception][:1])
+            messages = [m.value for m in (*at.error, *at.warning, *at.info)]
+            assert not any("Something went wrong" in m for m in messages), (where, messages)
+            assert at.title, where

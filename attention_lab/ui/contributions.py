@@ -200,7 +200,10 @@ def suggested_corruption(model_name: str, device: str, text: str):
     from viz_core.analysis.corruption import suggest_corruption
 
     model = get_model(model_name, device)
-    c = suggest_corruption(text, model.count_tokens, model.examples())
+    try:
+        c = suggest_corruption(text, model.count_tokens, model.examples())
+    except vc.VizError:  # a text the model cannot read: the page says so elsewhere
+        return None
     return None if c is None else (c.text, c.replaced, c.by)
 
 

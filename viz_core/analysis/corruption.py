@@ -14,6 +14,8 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from ..errors import VizError
+
 FALLBACK_WORDS = ("dog", "cat", "house", "car", "tree", "city", "book", "river", "table",
                   "road", "bird", "apple", "train", "friend", "water", "day")
 _WORD = re.compile(r"[A-Za-z]{2,}")
@@ -44,7 +46,16 @@ def suggest_corruption(text: str, count_tokens: Callable[[str], int],
     words = list(_WORD.finditer(text))
     if not words:
         return None
-    n = count_tokens(text)
+
+    def count(part: str) -> int:  # a tokenizer may refuse an empty or unreadable prefix
+        if not part.strip():
+            return 0
+        try:
+            return count_tokens(part)
+        except VizError:
+            return 0
+
+    n = count(text)
     pool = [m.group() for m in words if len(m.group()) > 3]
     pool += list(FALLBACK_WORDS)
     pool += [m.group() for e in examples for m in _WORD.finditer(e)]
@@ -53,7 +64,7 @@ def suggest_corruption(text: str, count_tokens: Callable[[str], int],
     lo, hi = 0, len(words)
     while lo < hi:
         mid = (lo + hi) // 2
-        if count_tokens(text[:words[mid].start()]) < n:
+        if count(text[:words[mid].start()]) < n:
             lo = mid + 1
         else:
             hi = mid
@@ -68,6 +79,6 @@ def suggest_corruption(text: str, count_tokens: Callable[[str], int],
                 return None
             tries += 1
             corrupted = text[:m.start()] + w + text[m.end():]
-            if count_tokens(corrupted) == n:
+            if count(corrupted) == n:
                 return Corruption(corrupted, m.group(), w, m.start())
     return None
