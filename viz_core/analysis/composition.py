@@ -20,9 +20,10 @@ W_V (W diag(g)), q/k norm gains into W_Q / W_K (diag(g_q) W_Q), and a sender's o
 gain (Gemma 2/3, OLMo 2) into its W_O (diag(g_o) W_O). LayerNorm's centring and every scale
 are not folded. fold_norms=False uses the projection weights exactly as stored.
 
-Computed without ever forming a d_model x d_model matrix: with A = W_Q, B = W_K (d_head x d),
-C = W_O^s, D = W_V^s, ||A^T B C D||_F^2 = tr((A A^T) (B C) (D D^T) (B C)^T), small
-d_head x d_head products for every pair at once (float64).
+Computed without ever forming a d_model x d_model matrix: ||A^T B C D||_F (A = W_Q, B = W_K
+of the receiver, C = W_O, D = W_V of the sender) equals ||R_A B C R_D^T||_F with R_A^T R_A =
+A A^T and R_D^T R_D = D D^T (QR factors, d_head x d_head): one d_head x d_v product per pair
+of heads, all pairs of two layers in one einsum (float64).
 """
 
 from __future__ import annotations
@@ -39,18 +40,24 @@ def _heads_of(backend) -> dict[str, int]:
     return dict(heads)
 
 
+def _f64(t: torch.Tensor) -> torch.Tensor:
+    """float64 where the weights are (a CUDA GPU), else on the CPU (MPS has no float64)."""
+    dev = t.device if t.device.type == "cuda" else torch.device("cpu")
+    return t.detach().to(dev, torch.float64)
+
+
 def _gain(norm) -> torch.Tensor | None:
-    return None if norm is None or norm.weight is None else norm.weight.detach().double().cpu()
+    return None if norm is None or norm.weight is None else _f64(norm.weight)
 
 
 def folded(hw, fold_norms: bool) -> dict[str, torch.Tensor]:
-    """Per query head, float64 on the CPU: Q, K (H, d_head, d), V (H, d_v, d), O (H, d, d_v)
+    """Per query head, float64 (on the CPU, or the CUDA GPU that holds the weights): Q, K (H, d_head, d), V (H, d_v, d), O (H, d, d_v)
     with the kv group's K and V repeated, norm gains folded as the module docstring says."""
     g = hw.group
-    q = hw.W_Q.detach().double().cpu()
-    k = hw.W_K.detach().double().cpu().repeat_interleave(g, 0)
-    v = hw.W_V.detach().double().cpu().repeat_interleave(g, 0)
-    o = hw.W_O.detach().double().cpu()
+    q = _f64(hw.W_Q)
+    k = _f64(hw.W_K).repeat_interleave(g, 0)
+    v = _f64(hw.W_V).repeat_interleave(g, 0)
+    o = _f64(hw.W_O)
     if fold_norms:
         gin = _gain(hw.norm)
         if gin is not None:
@@ -78,10 +85,10 @@ def folded(hw, fold_norms: bool) -> dict[str, torch.Tensor]:
     return {"Q": q, "K": k, "V": v, "O": o}
 
 
-def _sq_norm(a, m, b):
-    """||X||_F^2 = tr(a m b m^T), batched over the leading axes of m (.., p, q):
-    a (.., p, p), b (.., q, q)."""
-    return torch.einsum("...ij,...jk,...ik->...", a @ m, b, m).clamp_min(0)
+def _root(m: torch.Tensor) -> torch.Tensor:
+    """R (.., n, n) with R^T R = m m^T for m (.., n, d), n <= d: ||m^T Z||_F = ||R Z||_F for
+    any Z, so a d x d product's norm becomes an n x n one (QR of m^T)."""
+    return torch.linalg.qr(m.transpose(-1, -2), mode="r")[1]
 
 
 @torch.no_grad()
@@ -101,29 +108,26 @@ def composition(backend, *, fold_norms: bool = True) -> pd.DataFrame:
             if not senders:
                 continue
             r = mats[rb]
+            # sender side: ||Z W_O D||_F = ||Z W_O R_D^T||_F with R_D^T R_D = D D^T
             C = torch.cat([mats[b]["O"] for b in senders])  # (S, d, d_v)
             D = torch.cat([mats[b]["V"] for b in senders])  # (S, d_v, d)
+            C = C @ _root(D).transpose(1, 2)  # (S, d, d_v): W_OV^s's norms, d_v wide
             names = [f"{b}.h{h}" for b in senders for h in range(heads[b])]
-            g_d = D @ D.transpose(1, 2)  # (S, d_v, d_v)
-            ov_s = torch.einsum("sij,sji->s", C.transpose(1, 2) @ C, g_d)  # ||W_OV^s||^2
-            g_q = r["Q"] @ r["Q"].transpose(1, 2)  # (R, d_h, d_h)
-            g_k = r["K"] @ r["K"].transpose(1, 2)
-            g_o = r["O"].transpose(1, 2) @ r["O"]  # (R, d_v, d_v)
-            g_v = r["V"] @ r["V"].transpose(1, 2)
-            qk_r = torch.einsum("rij,rji->r", g_q, g_k)  # ||W_QK^r||^2
-            ov_r = torch.einsum("rij,rji->r", g_o, g_v)
+            ov_s = C.pow(2).sum((1, 2))  # ||W_OV^s||_F^2
             cross = rb.endswith(".cross")  # its keys and values read the encoder, not this stack
-            kinds = ("Q",) if cross else ("Q", "K", "V")
-            for kind in kinds:
-                if kind == "K":  # ||W_Q^T (W_K C) D||
-                    a, m, den = g_q, torch.einsum("rhd,sdv->rshv", r["K"], C), qk_r
-                elif kind == "Q":  # ||W_K^T (W_Q C) D||
-                    a, m, den = g_k, torch.einsum("rhd,sdv->rshv", r["Q"], C), qk_r
-                else:  # ||W_O^r (W_V^r C) D||
-                    a, m, den = g_o, torch.einsum("rhd,sdv->rshv", r["V"], C), ov_r
-                num = _sq_norm(a[:, None], m, g_d[None])  # (R, S)
+            # receiver side, each kind as ||P^T (X C_s)||_F = ||R_P X C_s||_F:
+            # K: ||W_Q^T W_K W_OV^s||, Q: ||W_K^T W_Q W_OV^s||, V: ||W_O^r W_V^r W_OV^s||
+            sides = {"K": (r["Q"], r["K"]), "Q": (r["K"], r["Q"]),
+                     "V": (r["O"].transpose(1, 2), r["V"])}
+            qk_r = (_root(r["Q"]) @ r["K"]).pow(2).sum((1, 2))  # ||W_QK^r||_F^2
+            ov_r = (_root(r["O"].transpose(1, 2)) @ r["V"]).pow(2).sum((1, 2))
+            for kind in (("Q",) if cross else ("Q", "K", "V")):
+                outer, inner = sides[kind]
+                x = _root(outer) @ inner  # (R, n, d)
+                num = torch.einsum("rnd,sdv->rsnv", x, C).pow(2).sum((2, 3))  # (R, S)
+                den = qk_r if kind != "V" else ov_r
                 score = (num / (den[:, None] * ov_s[None]).clamp_min(1e-300)).sqrt()
-                score = score.clamp(0, 1).numpy()
+                score = score.clamp(0, 1).cpu().numpy()
                 for h in range(score.shape[0]):
                     recv = f"{rb}.h{h}"
                     rows += [(kind, s, recv, float(v)) for s, v in zip(names, score[h])]
