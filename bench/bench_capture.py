@@ -13,6 +13,9 @@ Rows (each a ratio against a peer measured in the same run, both timed alternate
 - peak memory: an 8,192-token native trace (6 layers x 8 heads) with its grid and one head
   read, in its own process (host RSS, budget 1.5 GB); on a GPU the 32,768-token trace of a
   12-layer, 768-wide decoder (GPU peak, budget 8 GB).
+- the default trace of a user-loaded Qwen2.5-0.5B-shaped decoder at 512 prompt tokens
+  (traced on the prompt alone, see bench/decoder_default.py) versus its SDPA forward
+  (target 1.2, CPU).
 GPU shapes: BERT-base, GPT-2-small and BART-base, random weights.
 """
 
@@ -31,6 +34,7 @@ from viz_core.backends.native import NativeModel
 from viz_core.model import Transformer, TransformerConfig
 from viz_core.model.tokenizer import Vocab
 
+from . import decoder_default
 from .common import budget_row, paired, ratio_row, summary, sync
 
 WORDS = [f"w{i}" for i in range(50)]
@@ -255,8 +259,10 @@ def run(quick: bool = False) -> list[dict]:
     gpu = device.type == "cuda"
     if quick:
         return (native_rows(64, 1, device) + hf_rows(64, 1, device)
-                + head_open_rows(128, 1, device, 0.15) + [memory_row(256, device, 1.5)])
+                + head_open_rows(128, 1, device, 0.15) + [memory_row(256, device, 1.5)]
+                + decoder_default.run(quick=True))
     rows = native_rows(512, 7, device) + hf_rows(512, 7, device, target=None if gpu else 1.15)
+    rows += decoder_default.run()  # a loaded decoder's default trace (CPU, target 1.2)
     rows += hf_rows(2048, 3, device)
     rows += head_open_rows(2048, 5, device, 0.15)
     rows.append(memory_row(8192, torch.device("cpu"), 1.5))
