@@ -8,9 +8,10 @@ circuits that line up give exactly 1; every score lies in [0, 1].
 
 QK attribution: the (query component x key component) terms add up to the model's own
 pre-softmax score cell of the trace (1e-4 relative, the issue's tolerance), for our rotary
-model, GPT-2, Llama (GQA + rotary), Gemma 2 (before its softcap; the cap applied to the sum
-gives the trace's cell), Qwen 3 and OLMo 2 (q/k norms), Phi-3 (fused qkv) and T5's decoder
-(relative position bias as its own row).
+model and every pre-norm family: GPT-2, Llama and Mistral (GQA + rotary), Qwen 2 (q/k/v
+biases), Gemma 2 (before its softcap; the cap applied to the sum gives the trace's cell),
+Gemma 3, Qwen 3 and OLMo 2 (q/k norms, per head or over all heads), Phi-3 (fused qkv) and
+T5's decoder (relative position bias as its own row).
 """
 
 from __future__ import annotations
@@ -181,7 +182,8 @@ def test_qk_native_rope():
     _check_cell(model, "decoder.0.self", 2, 6, 3, text)  # layer 0: the embeddings alone
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama", "gemma2", "qwen3", "olmo2", "phi3", "t5"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma2",
+                                    "gemma3_text", "phi3", "olmo2", "t5"])
 def test_qk_terms_add_up_to_the_traces_score(tiny, family):
     model = tiny(family)
     target = "the cat sat on the mat" if family == "t5" else None

@@ -31,7 +31,7 @@ import torch
 
 from ..errors import DecompositionError, InputError, VizError
 
-CAPTURE = ("q", "k", "v", "z", "stream")
+CAPTURE = ("z", "stream")  # q and k are always kept; z needs v, which comes with it
 KINDS = ("embed", "position", "head", "mlp", "bias")
 ADDABLE = ("pre", "pre+post", "output")  # norm placements whose stream is a plain sum
 LENS_CHUNK_BYTES = 64 << 20  # float32 logits of the lens computed per chunk of positions
