@@ -154,7 +154,7 @@ def head(tmp_path_factory):
     env = clean_env(d, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token),
                     RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S="0")
     ports = {f"--{name}": str(free_port()) for name in (
-        "node-manager-port", "object-manager-port", "ray-client-server-port",
+        "node-manager-port", "object-manager-port",
         "dashboard-port", "dashboard-agent-listen-port", "dashboard-agent-grpc-port",
         "runtime-env-agent-port", "metrics-export-port")}
     cmd = [str(RAY), "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
