@@ -177,6 +177,14 @@ with tabs["lens"]:
                          "application/octet-stream", "dl_lens_npz")
 
 # ---- patching ----------------------------------------------------------------------------------
+def _suggest_for_clean() -> None:
+    """The button's callback: a corruption of the clean text as it is now."""
+    found = suggested_corruption(sel.model_name, sel.device, st.session_state.get("clean", ""))
+    if found:
+        st.session_state.corrupt = found[0]
+    st.session_state["_hm_suggested"] = found
+
+
 with tabs["patching"]:
     if tabs["patching"].open:
         suggestion = suggested_corruption(sel.model_name, sel.device, sel.text)
@@ -185,6 +193,7 @@ with tabs["patching"]:
             if "_hm_source" in st.session_state:
                 st.session_state.clean = sel.text
                 st.session_state.corrupt = suggestion[0] if suggestion else ""
+                st.session_state.pop("_hm_suggested", None)
             st.session_state["_hm_source"] = sel.text
         p1, p2 = st.columns(2)
         clean = text_box("Clean text", "clean", "The input whose behaviour is restored "
@@ -194,10 +203,16 @@ with tabs["patching"]:
                              "something changed (effect 0).", limit=state.MAX_TEXT_CHARS,
                              area=True, container=p2,
                              default=suggestion[0] if suggestion else "")
-        if suggestion:
-            st.caption(f"Suggested corruption of the sidebar text: "
-                       f"{literal(repr(suggestion[1]))} → {literal(repr(suggestion[2]))} (same "
-                       "token count).")
+        shown = st.session_state.get("_hm_suggested", suggestion)
+        b1, b2 = st.columns([1, 3])
+        b1.button("Suggest a corruption", key="hm_suggest", on_click=_suggest_for_clean,
+                  help="Replace one word of the clean text by another of the same token count.")
+        if shown:
+            b2.caption(f"Suggested corruption: {literal(repr(shown[1]))} → "
+                       f"{literal(repr(shown[2]))} (same token count).")
+        elif st.session_state.get("_hm_suggested", 0) is None:
+            b2.caption("No word of the clean text could be replaced keeping its token count; "
+                       "edit the corrupted text yourself.")
         over_choices = ["heads", "layers", "positions"]
         state.widget_default("over", state.url_choice("over", over_choices, "heads"))
         st.radio("Patch", over_choices, key="over", horizontal=True,
@@ -214,8 +229,10 @@ with tabs["patching"]:
                     f"is offered up to {POSITIONS_MAX} tokens. Shorten the clean text, or "
                     "patch heads or layers.")
         else:
+            # the last position stays the last one of whatever clean text is patched
+            at = -1 if position == n - 1 else position
             request = PatchRequest(sel.model_name, sel.device, clean, corrupted, sel.target,
-                                   position, token or None, against or None, over)
+                                   at, token or None, against or None, over)
             with attempt("patching"):
                 real = patching(request)
                 st.markdown(f"Metric: **{literal(real.metric)}**: clean {real.clean:.4f}, "

@@ -15,7 +15,7 @@ def test_one_word_replaced_by_one_of_the_same_token_count():
     text = "the animal crossed the street"
     c = suggest_corruption(text, chars)
     assert c is not None and chars(c.text) == chars(text) and c.text != text
-    assert c.replaced == "the" and len(c.by) == 3  # the second-to-last word: "the" (3 chars)
+    assert c.replaced == "street" and len(c.by) == 6  # the last word, by one of 6 chars
     assert c.text == text[:c.start] + c.by + text[c.start + len(c.replaced):]
 
 

@@ -148,3 +148,18 @@ def test_hostile_sidebar_text(model, tabs):
             messages = [m.value for m in (*at.error, *at.warning, *at.info)]
             assert not any("Something went wrong" in m for m in messages), (where, messages)
             assert at.title, where
+
+
+def test_suggest_button_corrupts_the_clean_text_keeping_its_length():
+    import viz_core as vc
+
+    at = open_app("heads_matter", model="lm", text="the cat saw the dog", tab="patching")
+    no_errors(at)
+    at.text_area(key="clean").set_value("the big dog saw a red house").run()
+    at.button(key="hm_suggest").click().run()
+    no_errors(at)
+    corrupted = at.text_area(key="corrupt").value
+    lm = vc.load("lm")
+    assert corrupted != "the big dog saw a red house"
+    assert lm.count_tokens(corrupted) == lm.count_tokens("the big dog saw a red house")
+    assert any("Suggested corruption" in c.value for c in at.caption)

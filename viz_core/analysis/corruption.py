@@ -2,10 +2,11 @@
 another word that keeps the token count, so every position lines up between the two runs.
 
 Pure Python: the model's tokenizer comes in as a callable (text -> token count), so this
-never loads anything. Which word to replace: from the second-to-last word backwards (the last
-word is where the prediction is read: changing it changes everything at once), the first one
-with a replacement; candidates are the text's own longer words (names, nouns: the classic
-"swap the subject"), a short list of common nouns, then the words of the model's examples.
+never loads anything. Which word to replace: the last word the model sees, else the one
+before it, and so on (a change of the last word most likely moves a prediction made there; a
+toy model may ignore an earlier word entirely, leaving nothing to restore); candidates are
+the text's own longer words (names, nouns: the classic "swap the subject"), a short list of
+common nouns, then the words of the model's examples.
 """
 
 from __future__ import annotations
@@ -71,9 +72,8 @@ def suggest_corruption(text: str, count_tokens: Callable[[str], int],
     words = words[:lo]
     if not words:
         return None
-    order = [*reversed(words[:-1]), words[-1]] if len(words) >= 3 else list(reversed(words))
     tries = 0
-    for m in order:
+    for m in reversed(words):
         for w in _candidates(m.group(), pool):
             if tries >= MAX_TRIES:
                 return None
