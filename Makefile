@@ -11,7 +11,7 @@ export TRANSFORMERS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export STREAMLIT_BROWSER_GATHER_USAGE_STATS ?= false
 
-.PHONY: run test test-fast lint bench checkpoints chromium clean
+.PHONY: run test test-fast test-kernels lint bench checkpoints chromium clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,19 @@ FAST_TIER := not browser and not slow and not app
 test-fast: $(DEV_STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q -m "$(FAST_TIER)"
+
+# The cross-kernel comparisons (ours vs Hugging Face eager, vs nn.MultiheadAttention, pooled vs
+# exact, ...) again under other CPU code paths, the way a machine with another BLAS rounds:
+# OpenBLAS's Haswell and Sandybridge kernels (numpy), then torch (ATen, MKL, oneDNN) held to
+# AVX2. Not part of `make test`; about three runs of these files.
+KERNEL_TESTS := tests/test_hf_backend.py tests/test_hf_tiny_models.py tests/test_capture.py \
+	tests/test_model.py tests/test_model_rope.py tests/test_long_inputs.py tests/test_block.py \
+	tests/test_native_backend.py tests/test_modern_models.py tests/test_encoders_albert_electra.py \
+	tests/test_inside_softcap.py tests/test_figures_native.py
+KERNEL_PATHS := "OPENBLAS_CORETYPE=Haswell" "OPENBLAS_CORETYPE=Sandybridge" \
+	"OPENBLAS_CORETYPE=Haswell ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2"
+test-kernels: $(DEV_STAMP)
+	@for e in $(KERNEL_PATHS); do echo "== $$e"; env $$e $(PY) -m pytest -q -m "not browser" $(KERNEL_TESTS) || exit 1; done
 
 bench: $(DEV_STAMP)
 	$(PY) -m bench
