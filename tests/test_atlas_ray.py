@@ -62,6 +62,7 @@ def test_ray_resume_after_a_stop(data, in_process, tmp_path):
     assert_same_output(out, in_process)
 
 
+@pytest.mark.slow
 def test_auto_moves_the_rest_to_ray_when_it_pays_off(data, in_process, tmp_path):
     """Issue 24 item 5: "auto" runs shards in-process until the rest would take longer than
     Ray's start-up; with that threshold at 0 s, the second shard on goes to Ray. The rows
@@ -73,6 +74,7 @@ def test_auto_moves_the_rest_to_ray_when_it_pays_off(data, in_process, tmp_path)
     assert_same_output(tmp_path / "auto", in_process)
 
 
+@pytest.mark.slow
 def test_patching_on_ray_with_a_killed_worker_equals_in_process(tmp_path, monkeypatch):
     """Issue 23 item 8: head patching over pairs on the Ray engine, one worker killed and
     its shard retried, gives the in-process rows and summary."""
