@@ -23,7 +23,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..decoding.beam_tree import BeamNode, BeamTree
-from .common import base_layout, plot_text
+from .common import _short, base_layout, plot_text
 
 STATUS_STYLE = {  # colour, symbol, size: status must read without colour too
     "root": ("#444444", "square", 11),
@@ -136,7 +136,10 @@ def beam_tree_figure(tree: BeamTree, n_best: int | None = None, show_pruned: boo
         labelled = status != "pruned"
         fig.add_trace(go.Scatter(
             x=xy[:, 0], y=xy[:, 1], mode="markers+text" if labelled else "markers",
-            text=[plot_text(n.token) for n in group] if labelled else None, textposition="top center",
+            # labels may stand out of the plotting area (the root's, a decoder's prompt cut to
+            # 12 characters, half of it left of step 0) into the margins
+            text=[plot_text(_short(n.token)) for n in group] if labelled else None,
+            textposition="top center", cliponaxis=False,
             textfont=dict(size=10), hovertext=hover, hoverinfo="text",
             customdata=[n.id for n in group], name=f"nodes: {status}",
             marker=dict(color=color, symbol=symbol, size=size,
@@ -158,7 +161,7 @@ def beam_tree_figure(tree: BeamTree, n_best: int | None = None, show_pruned: boo
     # the step numbers), placed in pixels from the top; the right margin holds the ranks.
     fig_height = height or int(min(2400, max(420, SLOT_PX * span + 210)))
     base_layout(fig, title or "Beam search tree", clickmode="event+select", height=fig_height,
-                margin=dict(t=TOP_PX, r=RANK_PX),
+                margin=dict(t=TOP_PX, r=RANK_PX, l=70),
                 legend=dict(orientation="h", yref="container", y=1 - TITLE_PX / fig_height,
                             yanchor="top", x=0, xanchor="left"))
     return fig

@@ -139,6 +139,14 @@ def panel_spacing(labels: Sequence[str]) -> float:
     return min(0.25, max(0.04, (label_px(labels) + 24) / FIGURE_PX))
 
 
+def panel_ticks(n_panels: int, spacing: float) -> int:
+    """How many key labels a panel can show side by side (a vertical label's line box is
+    ~18 px wide) when the figure is about FIGURE_PX wide (its plotting area ~100 px less);
+    beyond that every n-th key is labelled."""
+    panel_px = (FIGURE_PX - 100) * (1 - spacing * (n_panels - 1)) / max(n_panels, 1)
+    return max(4, int(panel_px // 20))
+
+
 def panels_height(n_rows: int, key_labels: Sequence[str], base: int = 140) -> int:
     """Height of a row of square-ish token panels: 22 px per query row, plus room for the key
     labels, which plotly turns vertical when they do not fit side by side."""
@@ -153,9 +161,10 @@ def mask_panels(masks: Sequence[np.ndarray], titles: Sequence[str],
     so in its panel (an all-white grid would read as "not drawn")."""
     shared = all(list(q) == list(query_tokens[0]) for q in query_tokens)
     later_labels = [plot_text(t) for q in query_tokens[1:] for t in q]
+    spacing = 0.04 if shared else panel_spacing(later_labels)
     fig = make_subplots(rows=1, cols=len(masks), subplot_titles=list(titles),
-                        horizontal_spacing=0.04 if shared else panel_spacing(later_labels),
-                        shared_yaxes=shared)
+                        horizontal_spacing=spacing, shared_yaxes=shared)
+    ticks = panel_ticks(len(masks), spacing)
     for i, (m, qt, kt) in enumerate(zip(masks, query_tokens, key_tokens, strict=True), start=1):
         m = np.asarray(m, dtype=bool)
         xl, yl = unique_labels(kt), unique_labels(qt)
@@ -176,7 +185,8 @@ def mask_panels(masks: Sequence[np.ndarray], titles: Sequence[str],
                                yref=f"y{axis_id} domain", showarrow=False, name="nothing blocked",
                                font=dict(size=13, color="#444444"), bgcolor="white",
                                bordercolor="#8c2d2d", borderpad=4)
-        fig.update_xaxes(**token_axis(xl, kt, "key"), side="bottom", row=1, col=i)
+        fig.update_xaxes(**token_axis(xl, kt, "key", max_ticks=ticks), side="bottom", row=1,
+                         col=i)
         fig.update_yaxes(**token_axis(yl, qt, "query" if i == 1 else "", reversed_=True),
                          row=1, col=i)
     # grey behind the 1 px gaps: an allowed (white) cell reads as a cell of a grid
@@ -290,7 +300,8 @@ def masking_steps_figure(scores: np.ndarray, mask: np.ndarray, query_tokens: Seq
                                   showlegend=False)
             if marks is not None:
                 fig.add_trace(marks, row=1, col=i)
-        fig.update_xaxes(**token_axis(xl, kt, "key"), row=1, col=i)
+        fig.update_xaxes(**token_axis(xl, kt, "key", max_ticks=panel_ticks(3, 0.04)), row=1,
+                         col=i)
         fig.update_yaxes(**token_axis(yl, qt, "query" if i == 1 else "", reversed_=True),
                          row=1, col=i)
     base_layout(fig, title_dict(f"{title or 'Masking, step by step'}   "

@@ -71,16 +71,23 @@ def pair_rotation_figure(demo: PairDemo, title: str | None = None) -> go.Figure:
     fig = go.Figure()
     styles = ("solid", "dot")
     colours = {"q": "#d62728", "k": "#1f77b4"}
+    lim = 1.15 * max(float(np.linalg.norm(demo.q)), float(np.linalg.norm(demo.k)), 1e-6)
+    tips: list[tuple[np.ndarray, str]] = []  # labelled tips so far and where their label went
     for (a, b), (qa, kb), dash, dot in zip(demo.positions, demo.rotated, styles, demo.dots):
         for label, vec, pos in (("q", qa, a), ("k", kb, b)):
+            tip = np.asarray(vec[:2], dtype=float)
+            # a tip near an already labelled one with its label above gets its label below
+            near = any(np.linalg.norm(tip - t) < 0.25 * lim and where == "top center"
+                       for t, where in tips)
+            where = "bottom center" if near else "top center"
+            tips.append((tip, where))
             fig.add_trace(go.Scatter(
                 x=f32([0, vec[0]]), y=f32([0, vec[1]]), mode="lines+markers+text",
                 line=dict(color=colours[label], dash=dash, width=3),
                 marker=dict(size=[0, 9]), text=["", f"{label}@{pos}"],
-                textposition="top center",
+                textposition=where,
                 name=f"{label} at position {pos} (q·k = {dot:.3f})",
                 hovertemplate=f"{label} at {pos}: (%{{x:.3f}}, %{{y:.3f}})<extra></extra>"))
-    lim = 1.15 * max(float(np.linalg.norm(demo.q)), float(np.linalg.norm(demo.k)), 1e-6)
     fig.update_xaxes(range=[-lim, lim], zeroline=True, title="dimension 2i")
     fig.update_yaxes(range=[-lim, lim], zeroline=True, scaleanchor="x", scaleratio=1,
                      title="dimension 2i+1")
@@ -96,7 +103,8 @@ def rotary_score_figure(scores: np.ndarray, title: str | None = None) -> go.Figu
     return matrix_heatmap(
         f32(scores), labels, labels, title=title or "RoPE: q rotated at m · k rotated at n",
         value_name="q·k", colorscale=SCORE_COLORSCALE, zmin=-lim, zmax=lim,
-        x_title="key position n", y_title="query position m", max_cells=MAX_CELLS_SIGNED)
+        x_title="key position n", y_title="query position m", max_cells=MAX_CELLS_SIGNED,
+        max_ticks=16)  # position numbers: every n-th one (64 labels crowd a half-page chart)
 
 
 def decay_figure(distances: np.ndarray, curves: dict[str, np.ndarray],
