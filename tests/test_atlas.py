@@ -240,3 +240,38 @@ def test_a_model_that_cannot_load(tmp_path):
     (tmp_path / "a.txt").write_text("the cat\n")
     with pytest.raises(ModelLoadError, match="not found"):
         run_atlas(cfg(tmp_path / "a.txt", tmp_path / "o", model=str(tmp_path / "nope")))
+
+
+# ---- the "auto" engine (issue 24, item 5) ----------------------------------------------------
+def test_cli_defaults_to_auto_and_a_small_file_stays_in_process(data, tmp_path, capsys):
+    import json
+
+    code = cli(["--model", "lm", "--data", str(data / "lines.txt"), "--out",
+                str(tmp_path / "o"), "--limit", "6", "--probe", "2", "--shard-size", "4"])
+    assert code == 0 and "(local)" in capsys.readouterr().out
+    run = json.loads((tmp_path / "o" / "atlas.json").read_text())["run"]
+    assert run["engine"] == "auto" and run["ran_on"] == ["local"]
+    assert run["auto"]["engine"] == "local" and run["auto"]["ray_after_s"] == 60.0
+
+
+def test_choose_engine_rule():
+    from viz_core.atlas import choose_engine
+    from viz_core.atlas.engine import RAY_PAYOFF_S
+
+    assert choose_engine(100, 0.1, workers=2)["engine"] == "local"  # 10 s of work left
+    assert choose_engine(1000, 0.1, workers=2)["engine"] == "ray"  # 100 s
+    assert choose_engine(1000, 0.1, workers=1)["engine"] == "local"  # one worker: no gain
+    assert choose_engine(0, 10.0, workers=2)["engine"] == "local"  # nothing left
+    edge = RAY_PAYOFF_S / 0.5
+    assert choose_engine(int(edge), 0.5, workers=2)["engine"] == "local"
+    assert choose_engine(int(edge) + 1, 0.5, workers=2)["engine"] == "ray"
+    assert choose_engine(10, 0.1, workers=2, ray_after_s=0.5)["engine"] == "ray"
+
+
+def test_the_threshold_is_the_documented_one():
+    from pathlib import Path
+
+    from viz_core.atlas.engine import RAY_PAYOFF_S
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "ATLAS.md").read_text()
+    assert f"exceeds **{RAY_PAYOFF_S:.0f} seconds**" in doc
