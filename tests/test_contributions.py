@@ -289,3 +289,38 @@ def test_hostile_texts_and_tokens(native, tiny):
                     continue
                 if hasattr(out, "frame") and hasattr(out, "logit"):
                     _adds_up(out)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "t5", "qwen3", "gemma2", "olmo2"])
+def test_norm_specs_reproduce_the_models_norms(tiny, family):
+    """Every NormSpec the analysis uses (final, block input, sublayer output, q/k norms) is
+    the module it describes: same output on random input (Gemma's 1 + w, T5's RMS, LayerNorm
+    with its bias, OLMo 2's norm over all heads)."""
+    model = tiny(family)
+    torch.manual_seed(0)
+    stack = model.hf_model.base_model
+    stack = stack.decoder if model.kind == "encoder-decoder" else stack
+    final = next(getattr(stack, a) for a in ("ln_f", "norm", "final_layer_norm")
+                 if hasattr(stack, a))
+    pairs = [(model.final_norm(), final)]
+    for block in [b for b in model._heads if b.startswith("decoder.") and b.endswith("self")]:
+        hw = model.head_weights(block)
+        layer = block.rsplit(".", 1)[0]
+        attn = model._modules[block]
+        for spec, point in ((hw.norm, "self.norm"), (hw.post_norm, "self.post_norm")):
+            module = model._stream_modules.get((layer, point))
+            assert (spec is None) == (module is None or model.norm_placement == "output"
+                                      and point == "self.norm")
+            if spec is not None:
+                pairs.append((spec, module))
+        for spec, name in ((hw.q_norm, "q_norm"), (hw.k_norm, "k_norm")):
+            assert (spec is None) == (getattr(attn, name, None) is None)
+            if spec is not None:
+                pairs.append((spec, getattr(attn, name)))
+    for spec, module in pairs:
+        width = spec.weight.shape[-1]
+        x = torch.randn(5, width) * 3 + 0.5
+        with torch.no_grad():
+            # our float32 NormSpec vs. the model's own module on the same input
+            torch.testing.assert_close(spec(x), module(x).float(), atol=1e-5, rtol=0)
+    assert len(pairs) >= 3

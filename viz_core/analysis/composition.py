@@ -18,7 +18,9 @@ fold_norms (default True): the gains of the norms around the heads are folded in
 weights, as the model applies them: the receiver's input norm gain g into its W_Q, W_K,
 W_V (W diag(g)), q/k norm gains into W_Q / W_K (diag(g_q) W_Q), and a sender's output norm
 gain (Gemma 2/3, OLMo 2) into its W_O (diag(g_o) W_O). LayerNorm's centring and every scale
-are not folded. fold_norms=False uses the projection weights exactly as stored.
+are not folded, and neither are a post-norm model's norms (they sit after the residual add,
+on the whole stream, not on one head's path). fold_norms=False uses the projection weights
+exactly as stored.
 
 Computed without ever forming a d_model x d_model matrix: ||A^T B C D||_F (A = W_Q, B = W_K
 of the receiver, C = W_O, D = W_V of the sender) equals ||R_A B C R_D^T||_F with R_A^T R_A =
