@@ -261,6 +261,10 @@ def test_bad_targets_say_what_is_wrong(native, tiny):
         lm.logit_attribution(NATIVE_TEXT, token="cats", against="cats")
     with pytest.raises(InputError, match="empty"):
         lm.logit_attribution("   ")
+    for bad in (2.5, float("inf"), float("nan"), True, "1e99"):
+        with pytest.raises(InputError, match="whole number"):
+            lm.logit_attribution(NATIVE_TEXT, position=bad)
+    assert lm.logit_attribution(NATIVE_TEXT, position="2").position == 2  # a URL value
     with pytest.raises(InputError, match="k must be"):
         lm.logit_lens(NATIVE_TEXT, k=0)
     gpt2 = tiny("gpt2")

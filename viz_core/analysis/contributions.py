@@ -82,11 +82,19 @@ def _source(trace, block: str):
     return src
 
 
-def check_position(position, n: int, what: str = "position") -> int:
+def whole(value, what: str) -> int:
+    """An int from an int, an integral float or a numeric string (URL values); InputError
+    for anything else (2.5, "x", nan, inf, True)."""
     try:
-        p = int(position)
-    except (TypeError, ValueError):
-        raise InputError(f"The {what} must be a whole number, not {position!r}.") from None
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise ValueError
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise InputError(f"The {what} must be a whole number, not {value!r}.") from None
+
+
+def check_position(position, n: int, what: str = "position") -> int:
+    p = whole(position, what)
     if not -n <= p < n:
         raise InputError(f"The {what} {p} is out of range: this input has {n} tokens "
                          f"(positions 0..{n - 1}, or -{n}..-1 from the end).")
@@ -323,10 +331,7 @@ class LogitLens:
 @torch.no_grad()
 def logit_lens(backend, text: str, target: str | None = None, *, k: int = 5) -> LogitLens:
     check_unembedding(backend)
-    try:
-        k = int(k)
-    except (TypeError, ValueError):
-        raise InputError(f"k must be a whole number, not {k!r}.") from None
+    k = whole(k, "number of top tokens k")
     trace = run(backend, text, target)
     layers = decoder_layers(trace)
     if not layers:
@@ -335,7 +340,8 @@ def logit_lens(backend, text: str, target: str | None = None, *, k: int = 5) -> 
     w_u, _ = backend.unembedding()
     vocab = w_u.shape[0]
     if not 1 <= k <= vocab:
-        raise InputError(f"k must be between 1 and the vocabulary size {vocab}, not {k}.")
+        raise InputError(f"The number of top tokens k must be between 1 and the vocabulary "
+                         f"size {vocab}, not {k}.")
     step = max(1, LENS_CHUNK_BYTES // (4 * vocab))  # positions per chunk of (rows, V) logits
     n = streams[-1].shape[0]
     pred = torch.cat([final_logits(backend, streams[-1][r0:r0 + step]).argmax(-1)

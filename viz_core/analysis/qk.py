@@ -34,6 +34,7 @@ from .contributions import (
     decoder_layers,
     run,
     stream_components,
+    whole,
 )
 
 POSITION_BIAS = "position bias"
@@ -78,10 +79,7 @@ def _check_block(trace, block) -> tuple[str, int, str]:
 
 
 def _check_head(head, n: int) -> int:
-    try:
-        h = int(head)
-    except (TypeError, ValueError):
-        raise InputError(f"The head must be a whole number, not {head!r}.") from None
+    h = whole(head, "head")
     if not 0 <= h < n:
         raise InputError(f"This block has heads 0..{n - 1}; no head {h}.")
     return h
