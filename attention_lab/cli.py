@@ -162,8 +162,10 @@ def cmd_models(args) -> int:
 
 # ---- check -------------------------------------------------------------------------------
 def cmd_check(args) -> int:
+    if args.text is not None:
+        _text(args.text, "text")  # before the model loads
     model = _load(args.model, args.device)
-    text = _text(args.text, "text") if args.text is not None else (model.examples() or [""])[0]
+    text = args.text if args.text is not None else (model.examples() or [""])[0]
     text = _text(text, "model's example text")
     trace = model.trace(text, args.target or None)
     diff = float(model.check_faithfulness(text, args.target or None))
@@ -232,6 +234,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers' loading bars
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
         if argv[:1] == ["atlas"]:  # its own parser, its own --help
@@ -246,6 +249,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `attention-lab models | head`: the reader left; say nothing
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
     except Exception as err:  # noqa: BLE001 - every failure is one line, never a traceback
         from viz_core.errors import VizError
 

@@ -206,3 +206,17 @@ def test_export_of_a_long_input_is_refused_as_in_the_app(capsys, tmp_path, monke
     assert err.strip() == ("attention-lab: exports of whole attention matrices go up to 3 "
                            "tokens; this input has 4")
     assert not (tmp_path / "x.npz").exists()
+
+
+@pytest.mark.slow
+def test_a_hugging_face_model_leaves_stderr_clean():
+    """MiniLM in a fresh process (transformers' loading bars are set at its import): a
+    successful check writes nothing to stderr, so a failure's line is the only one there."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    env.pop("HF_HUB_DISABLE_PROGRESS_BARS", None)
+    proc = subprocess.run([sys.executable, "-m", "attention_lab", "check", "--model", "minilm",
+                           "--text", "the cat sat on the mat"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    assert "faithfulness:" in proc.stdout
