@@ -36,13 +36,15 @@ EXAMPLES = [
     "i do not know i do not know",
     "the small black cats the small black cats",
 ]
-HALF_WORDS = (8, 64)  # words in each half of a training sequence (inclusive range)
-TEST_HALF_WORDS = (24, 64)  # the held-out set: the longer training lengths
+# Words in each half: training is short (the phase change comes after a few hundred steps on
+# these; longer contexts slow it down), and the held-out set is the longer training lengths.
+HALF_WORDS = (8, 24)
+TEST_HALF_WORDS = (16, 24)
 LENGTHS = (256, 1024, 8192)  # the card's lengths (model input positions, <bos> included)
 LONG_SEQUENCES = {256: 16, 1024: 4, 8192: 1}  # sequences averaged at each length
-DEFAULTS = dict(d_model=128, n_heads=4, n_kv_heads=2, n_layers=0, n_decoder_layers=2, d_ff=256,
+DEFAULTS = dict(d_model=128, n_heads=4, n_layers=0, n_decoder_layers=2, d_ff=256,
                 dropout=0.0, max_len=8192, norm_first=True, positional="rope", norm="rmsnorm",
-                steps=1200, batch_size=32, lr=2e-3, warmup=100, n_train=40_000, n_test=200,
+                steps=2500, batch_size=32, lr=5e-3, warmup=50, n_train=30_000, n_test=200,
                 label_smoothing=0.0)
 
 
@@ -59,6 +61,8 @@ def repeated(rng: random.Random, half: int, pool: list[str] | None = None) -> li
 
 
 def dataset(split: str, n: int, seed: int = 0) -> list[Pair]:
+    """One episode per sequence: halves of HALF_WORDS words (training) or TEST_HALF_WORDS
+    words (held out)."""
     pool = words()
     lo, hi = HALF_WORDS if split == "train" else TEST_HALF_WORDS
 
