@@ -36,7 +36,9 @@ MAX_RUN = 5000  # examples a run started from the page may take
 sel = selection()
 st.title("Head atlas")
 st.caption("What each head does across many inputs: every head is scored on every example "
-           "for eight roles (definitions in docs/ATLAS.md), and coloured by its dominant one.")
+           "for eight roles (definitions in docs/ATLAS.md), and coloured by its dominant one. "
+           "A head-patching run (`--task patching`) shows how much each head restores over a "
+           "dataset of clean / corrupted pairs.")
 
 home = atlas_home()
 runs = [str(p) for p in recent_runs(home)]
@@ -153,8 +155,10 @@ if is_patching(folder):  # `python -m viz_core.atlas --task patching --pairs FIL
              "effect 0 = the corrupted run's metric, 1 = the clean run's")
     if info.get("failed"):
         first = (info.get("errors") or [{}])[0]
-        st.warning(f"{info['failed']:,} pairs could not be patched and are left out; the "
-                   f"first (pair {first.get('example')}): {first.get('error')}", icon="⚠️")
+        n_failed = int(info["failed"])
+        st.warning(f"{n_failed:,} {'pair' if n_failed == 1 else 'pairs'} could not be patched "
+                   f"and {'is' if n_failed == 1 else 'are'} left out; the first (pair "
+                   f"{first.get('example')}): {first.get('error')}", icon="⚠️")
     if not info.get("complete"):
         st.warning(f"Partial run: {info.get('shards_done')} of {info.get('shards')} shards "
                    "finished. Continue it with `--resume`.", icon="⏸️")

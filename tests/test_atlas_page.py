@@ -170,7 +170,7 @@ def test_page_opens_a_patching_run(patching_dir, monkeypatch, tmp_path):
     assert not at.exception, [e.message for e in at.exception]
     assert not at.error, [e.value for e in at.error]
     # the unequal pair is reported, not hidden
-    assert any("1 pairs could not be patched" in w.value and "3 tokens" in w.value
+    assert any("1 pair could not be patched" in w.value and "3 tokens" in w.value
                for w in at.warning)
     specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     heat = specs[0]["data"][0]
