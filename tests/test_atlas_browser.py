@@ -24,6 +24,10 @@ def served(tmp_path_factory):
     (d / "lines.txt").write_text("the red cat\ni do not\nthe dog sees the cat\n")
     run_atlas(AtlasConfig(model="lm", data=str(d / "lines.txt"), out=str(d / "run"),
                           engine="local", probe=4, shard_size=4, threads=1))
+    (d / "pairs.csv").write_text("clean,corrupted\nthe red cat,the black cat\n"
+                                 "the dog sees the cat,the cat sees the cat\n")
+    run_atlas(AtlasConfig(model="lm", data=str(d / "pairs.csv"), out=str(d / "patch"),
+                          task="patching", engine="local", threads=1))
     with streamlit_server({"ATTENTION_LAB_ATLAS_DIR": str(d / "home")}) as (base, _proc):
         yield base, d / "run"
 
@@ -68,4 +72,27 @@ def test_a_top_example_link_opens_the_attention_page_on_that_head(served, chromi
         "1", "3", "decoder.self")
     assert param(page, "text") == table["text"][0]
     assert page.get_by_label("Input text").input_value() == table["text"][0]
+    page.close()
+
+
+def test_clicking_the_patching_map_picks_that_head(served, chromium_browser):
+    """A head-patching run (issue 23 item 8) opens as a map of mean effects; a click on a
+    cell shows that head's pairs."""
+    base, run = served
+    q = urllib.parse.urlencode({"model": "lm", "atlas": str(run.parent / "patch")})
+    page = chromium_browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{base}/atlas?{q}")
+    settle(page)
+    assert page.get_by_text("Head patching: mean effect over all pairs").count() >= 1
+    box = page.evaluate("""() => {
+        const gd = document.querySelector('.js-plotly-plot');
+        const r = gd.querySelector('.nsewdrag').getBoundingClientRect();
+        return {x: r.left + gd._fullLayout.xaxis.l2p(2), y: r.top + gd._fullLayout.yaxis.l2p(1)};
+    }""")
+    page.mouse.click(box["x"], box["y"])
+    page.wait_for_function("() => new URL(location.href).searchParams.get('ahead') === '2'"
+                           " && new URL(location.href).searchParams.get('alayer') === '1'",
+                           timeout=60_000)
+    page.wait_for_selector(SCRIPT_IDLE, timeout=90_000)
+    assert page.get_by_text("over 2 pairs").count() >= 1
     page.close()
