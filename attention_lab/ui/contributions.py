@@ -110,7 +110,7 @@ def attempt(what: str):
     try:
         yield
     except _NOT_DECOMPOSABLE as err:  # not a failure: this model has no such sum
-        st.info(literal(err), icon="ℹ️")
+        st.info(literal(err) + " The **Patching** tab works for this model.", icon="ℹ️")
     except vc.VizError as err:
         if err.__cause__ is not None:
             log.warning("%s failed: %s", what, err, exc_info=err)
