@@ -190,3 +190,10 @@ def test_hostile_texts_in_pairs_are_run_or_reported(tmp_path):
     # corrupted texts: nothing to restore; an unknown token: said so)
     for r in got.itertuples():
         assert (r.error is None) != (r.metric is None), r
+
+
+def test_the_role_reader_points_a_patching_run_to_its_own(finished):
+    from viz_core.atlas import load_atlas
+
+    with pytest.raises(AtlasInputError, match="load_patching"):
+        load_atlas(finished[0])

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from .inputs import AtlasError
 
-PROBE_TIMEOUT_S = 25.0
+PROBE_TIMEOUT_S = 60.0  # a backstop: the GCS connect timeouts below answer within ~15 s
 TCP_TIMEOUT_S = 5.0
 MODE, TOKEN, TOKEN_PATH = "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"
 FIX_TOKEN = ("put the head's token (`ray get-auth-token` on the head node prints it) in "

@@ -176,10 +176,14 @@ def is_atlas(path: Path) -> bool:
 def load_atlas(path: str | Path) -> Atlas:
     """Read an atlas directory; summarises it first when only shards are there."""
     from .inputs import AtlasInputError
+    from .patching import is_patching
 
     path = Path(path).expanduser()
     if not is_atlas(path):
         raise AtlasInputError(f"{path} is not an atlas output directory (no {MANIFEST}).")
+    if is_patching(path):
+        raise AtlasInputError(f"{path} holds a head-patching run (--task patching): read it "
+                              "with viz_core.atlas.load_patching.")
     if not (path / INFO).is_file() or not (path / "summary.parquet").is_file():
         summarize(path, complete=False)
     info = read_json(path / INFO) or {}
