@@ -42,7 +42,8 @@ TEXT = "The cat sat on the mat because it was tired."
 MODELS = {  # name -> (model in the URL (None: the tiny Llama's folder), extra URL state)
     "minilm": ("minilm", {"text": TEXT}),
     "en-fr": ("en-fr", {"text": "the small black cats eat the cake", "beam": 4}),
-    "tiny-llama": (None, {"text": TEXT}),
+    # prompt + 20 greedy tokens (the sidebar's "New tokens"): 33 tokens crowd the heatmaps
+    "tiny-llama": (None, {"text": TEXT, "new": 20}),
 }
 
 

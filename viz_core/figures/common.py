@@ -23,6 +23,7 @@ WEIGHT_COLORSCALE = "Blues"  # white -> dark blue; never grey, so blocked cells 
 SCORE_COLORSCALE = "RdBu_r"  # diverging for signed pre-softmax scores
 MAX_TICKS = 64  # beyond this many tokens, show every n-th tick label only
 MAX_MARKED_CELLS = 48 * 48  # draw a ✕ per blocked cell only for matrices up to this size
+MARKED_SIDE = 32  # ... and up to this many keys: a 9 px ✕ needs ~12 px of a ~450 px plot
 
 # A tiny template: plotly's default one is ~7 kB per figure, and Streamlit replaces the
 # template with its own theme anyway.
@@ -141,7 +142,8 @@ def label_px(labels: Sequence[str], px_per_char: float = 7.0) -> int:
 
 
 TITLE_PX = 44  # a title's room at the top of a figure (17 px bold text and its padding)
-TOP_AXIS_WIDTH_PX = 420  # about the narrowest a chart with a top token axis gets on a page
+TOP_AXIS_WIDTH_PX = 360  # about the narrowest plot of a top token axis on a page (Compare)
+TOP_AXIS_TICKS = TOP_AXIS_WIDTH_PX // 20  # vertical labels there: ~20 px each
 
 
 def top_axis(ticktext: Sequence[str], axis_title: bool = True) -> tuple[int, int]:
@@ -223,18 +225,20 @@ def pooled_labels(tokens: Sequence[str], f: int, start: int = 0
 
 
 def blocked_marks(mask: np.ndarray, xlabels: Sequence[str], ylabels: Sequence[str],
-                  xaxis: str = "x", yaxis: str = "y", showlegend: bool = True) -> go.Scatter | None:
-    """A "✕" per blocked cell, for small matrices only (large ones rely on the grey NaN).
+                  xaxis: str = "x", yaxis: str = "y", showlegend: bool = True,
+                  max_side: int = MARKED_SIDE) -> go.Scatter | None:
+    """A "✕" per blocked cell, for small matrices only (large ones rely on the grey NaN):
+    at most MAX_MARKED_CELLS cells and max_side keys, where neighbouring ✕ would touch.
 
     Returns None when there is nothing to mark or the matrix is too big to mark cell by cell.
     """
     mask = np.asarray(mask, dtype=bool)
-    if not mask.any() or mask.size > MAX_MARKED_CELLS:
+    if not mask.any() or mask.size > MAX_MARKED_CELLS or mask.shape[-1] > max_side:
         return None
     qi, ki = np.nonzero(mask)
     return go.Scatter(
         x=[xlabels[k] for k in ki], y=[ylabels[q] for q in qi], mode="text", text="✕",
-        textfont=dict(color="#555555", size=11), name="✕ blocked (mask True)",
+        textfont=dict(color="#555555", size=9), name="✕ blocked (mask True)",
         hovertemplate="%{y} → %{x}: blocked<extra></extra>", xaxis=xaxis, yaxis=yaxis,
         showlegend=showlegend,
     )

@@ -24,6 +24,7 @@ from .common import (
     BLOCKED_NOTE,
     MAX_TICKS,
     SCORE_COLORSCALE,
+    TOP_AXIS_TICKS,
     WEIGHT_COLORSCALE,
     bin_starts,
     blocked_marks,
@@ -124,13 +125,16 @@ def matrix_heatmap(
         if marks is not None:
             traces.append(marks)
     note = f"   <sup>{BLOCKED_NOTE}</sup>" if mask is not None and mask.any() else ""
-    xaxis = {**token_axis(xl, xt, x_title, max_ticks=max_ticks), "side": "top"}
+    xaxis = {**token_axis(xl, xt, x_title, max_ticks=min(max_ticks, TOP_AXIS_TICKS)),
+             "side": "top"}
+    yaxis = token_axis(yl, yt, y_title, reversed_=True, max_ticks=max_ticks)
     angle, top = top_axis(xaxis["ticktext"], bool(x_title))
+    # 20 px a labelled row: query labels (and ✕ marks) one above the other never touch
+    height = min(1600, max(450, top + 70 + 20 * len(yaxis["tickvals"])))
     # one validated layout (each update_* call would re-validate and copy the figure)
     fig = go.Figure(traces, layout=layout_dict(
         (title or "") + note, xaxis={**xaxis, "tickangle": angle},
-        yaxis=token_axis(yl, yt, y_title, reversed_=True, max_ticks=max_ticks),
-        margin=dict(t=top),
+        yaxis=yaxis, margin=dict(t=top), height=height,
         plot_bgcolor=BLOCKED_COLOR if mask is not None else "white", showlegend=False))
     return fig
 

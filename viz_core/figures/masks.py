@@ -176,7 +176,7 @@ def mask_panels(masks: Sequence[np.ndarray], titles: Sequence[str],
             row=1, col=i)
         axis_id = "" if i == 1 else str(i)
         marks = blocked_marks(m, xl, yl, xaxis=f"x{axis_id}", yaxis=f"y{axis_id}",
-                              showlegend=False)
+                              showlegend=False, max_side=ticks)
         if marks is not None:
             marks.textfont.color = "white"
             fig.add_trace(marks, row=1, col=i)
@@ -297,7 +297,7 @@ def masking_steps_figure(scores: np.ndarray, mask: np.ndarray, query_tokens: Seq
         if i > 1:
             axis_id = str(i)
             marks = blocked_marks(m, xl, yl, xaxis=f"x{axis_id}", yaxis=f"y{axis_id}",
-                                  showlegend=False)
+                                  showlegend=False, max_side=panel_ticks(3, 0.04))
             if marks is not None:
                 fig.add_trace(marks, row=1, col=i)
         fig.update_xaxes(**token_axis(xl, kt, "key", max_ticks=panel_ticks(3, 0.04)), row=1,
