@@ -75,7 +75,8 @@ def signed_heatmap(m: np.ndarray, rows: Sequence[str], columns: Sequence[str], *
 def _ticks_below(fig: go.Figure) -> go.Figure:
     """Column labels under the map: these are not attention matrices (keys on top), and the
     title needs the room above."""
-    fig.update_xaxes(side="bottom")
+    fig.update_xaxes(side="bottom", automargin=True)
+    fig.update_layout(margin=dict(t=60))  # matrix_heatmap reserved the top for its labels
     return fig
 
 
