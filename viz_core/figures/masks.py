@@ -139,12 +139,12 @@ def panel_spacing(labels: Sequence[str]) -> float:
     return min(0.25, max(0.04, (label_px(labels) + 24) / FIGURE_PX))
 
 
-def panel_ticks(n_panels: int, spacing: float) -> int:
-    """How many key labels a panel can show side by side (a vertical label's line box is
-    ~18 px wide) when the figure is about FIGURE_PX wide (its plotting area ~100 px less);
-    beyond that every n-th key is labelled."""
+def panel_ticks(n_panels: int, spacing: float, px: int = 20) -> int:
+    """How many key labels (px = 20: a vertical label's line box is ~18 px wide) or 9 px ✕
+    marks (px = 12) a panel can show side by side when the figure is about FIGURE_PX wide
+    (its plotting area ~100 px less); beyond that every n-th key is labelled, or no ✕."""
     panel_px = (FIGURE_PX - 100) * (1 - spacing * (n_panels - 1)) / max(n_panels, 1)
-    return max(4, int(panel_px // 20))
+    return max(4, int(panel_px // px))
 
 
 def panels_height(n_rows: int, key_labels: Sequence[str], base: int = 140) -> int:
@@ -176,7 +176,7 @@ def mask_panels(masks: Sequence[np.ndarray], titles: Sequence[str],
             row=1, col=i)
         axis_id = "" if i == 1 else str(i)
         marks = blocked_marks(m, xl, yl, xaxis=f"x{axis_id}", yaxis=f"y{axis_id}",
-                              showlegend=False, max_side=ticks)
+                              showlegend=False, max_side=panel_ticks(len(masks), spacing, 12))
         if marks is not None:
             marks.textfont.color = "white"
             fig.add_trace(marks, row=1, col=i)
@@ -297,7 +297,7 @@ def masking_steps_figure(scores: np.ndarray, mask: np.ndarray, query_tokens: Seq
         if i > 1:
             axis_id = str(i)
             marks = blocked_marks(m, xl, yl, xaxis=f"x{axis_id}", yaxis=f"y{axis_id}",
-                                  showlegend=False, max_side=panel_ticks(3, 0.04))
+                                  showlegend=False, max_side=panel_ticks(3, 0.04, 12))
             if marks is not None:
                 fig.add_trace(marks, row=1, col=i)
         fig.update_xaxes(**token_axis(xl, kt, "key", max_ticks=panel_ticks(3, 0.04)), row=1,
