@@ -152,11 +152,11 @@ def test_head_contributions_equal_concat_then_w_o():
     ref = lin(z.reshape(5, 12))
     parts = head_contributions(z.transpose(0, 1), w)
     assert parts.shape == (4, 5, 7)
-    _close(parts.sum(0), ref, 1e-6)
+    _close(parts.sum(0), ref, 1e-5)  # per-head products summed vs one float32 GEMM
     # head 2 alone: zero the other heads' slots before the projection
     only = torch.zeros_like(z)
     only[:, 2] = z[:, 2]
-    _close(parts[2], lin(only.reshape(5, 12)), 1e-6)
+    _close(parts[2], lin(only.reshape(5, 12)), 1e-5)  # one head's product vs the GEMM
 
 
 def test_rows_norms_and_shapes_from_a_trace():

@@ -143,7 +143,9 @@ def test_overview_head_and_window_equal_the_full_pattern(size):
     for name in trace.blocks:
         fresh = model.trace("saturday 9 may 2015 and more words here")[name]  # nothing read
         full = trace[name].pattern
-        np.testing.assert_allclose(fresh.overview(size), block_means(full, size), atol=1e-6)
+        # block means summed in row chunks by the trace (float32, all heads at once) vs numpy's
+        # float64 means of the full pattern: two reductions of float32 softmax outputs
+        np.testing.assert_allclose(fresh.overview(size), block_means(full, size), atol=1e-5)
         np.testing.assert_allclose(fresh.overview(size, what="scores"),
                                    block_means(trace[name].scores, size), atol=1e-5)
         for h in range(full.shape[0]):
@@ -165,7 +167,7 @@ def test_head_out_of_range_and_bad_sizes_are_clear():
 def test_sixteen_threads_reading_lazily_get_their_serial_results():
     model = vc.load("en-fr", dtype="float32")
     same = (np.testing.assert_array_equal if model.device.type == "cpu" else  # GPU kernels:
-            lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6))  # not bit-reproducible
+            lambda a, b: np.testing.assert_allclose(a, b, atol=1e-5))  # not bit-reproducible
     texts = ["the red car", "I see it", "I do not see the cat", "the small black cats",
              "she eats the cake", "the dog"] * 3
     serial = {}

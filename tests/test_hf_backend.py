@@ -69,7 +69,8 @@ def test_minilm_matches_transformers(minilm, reference, text):
     for i, name in enumerate(trace.blocks):
         b = trace[name]
         assert b.pattern.dtype == np.float32 and b.pattern.shape == (12, n, n)
-        np.testing.assert_allclose(b.pattern, ref.attentions[i][0].numpy(), atol=1e-6)
+        # our SDPA-path capture vs HF eager's output_attentions: two float32 softmax kernels
+        np.testing.assert_allclose(b.pattern, ref.attentions[i][0].numpy(), atol=1e-5)
         np.testing.assert_allclose(b.pattern.sum(-1), 1.0, atol=1e-5)
         assert b.mask.shape == (n, n) and not b.mask.any()
         assert b.query_tokens == b.key_tokens == trace.source_tokens
@@ -91,8 +92,8 @@ def test_minilm_pair_uses_segments(minilm, reference):
     trace = minilm.trace(a, pair=b)
     assert trace.source_tokens == tok.convert_ids_to_tokens(enc["input_ids"][0])
     assert trace.source_tokens.count("[SEP]") == 2
-    for i, name in enumerate(trace.blocks):
-        np.testing.assert_allclose(trace[name].pattern, ref.attentions[i][0].numpy(), atol=1e-6)
+    for i, name in enumerate(trace.blocks):  # our capture vs HF eager: two softmax kernels
+        np.testing.assert_allclose(trace[name].pattern, ref.attentions[i][0].numpy(), atol=1e-5)
     # the segment ids matter: without them layer-1 attention is different
     single = minilm.trace(a + " [SEP] " + b)
     assert single.source_tokens == trace.source_tokens

@@ -103,7 +103,8 @@ def test_blocks_match_transformers(tiny, family):
         b = trace[name]
         assert b.pattern.dtype == np.float32 and b.pattern.shape == a[0].shape
         assert b.pattern.shape[0] == H and b.mask.shape == b.pattern.shape[1:]
-        np.testing.assert_allclose(b.pattern, a[0].numpy(), atol=1e-6)
+        # our SDPA-path capture vs HF eager's output_attentions: two float32 softmax kernels
+        np.testing.assert_allclose(b.pattern, a[0].numpy(), atol=1e-5)
         np.testing.assert_allclose(b.pattern.sum(-1), 1.0, atol=1e-5)
         if name.endswith(".self") and name.startswith("decoder"):
             causal = np.triu(np.ones(b.mask.shape, dtype=bool), k=1)

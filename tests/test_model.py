@@ -57,7 +57,8 @@ def test_attention_matches_torch_multihead_attention(masking, seed):
     torch.testing.assert_close(out, ref_out, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(fast, ref_out, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(explicit, ref_out, atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(patterns(rec)["blk"], ref_w, atol=1e-6, rtol=1e-5)
+    # our recorded softmax vs nn.MultiheadAttention's weights: two float32 softmax kernels
+    torch.testing.assert_close(patterns(rec)["blk"], ref_w, atol=1e-5, rtol=1e-5)
 
 
 def test_fully_blocked_rows_give_zeros_not_nan():
