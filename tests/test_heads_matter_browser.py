@@ -22,6 +22,10 @@ pytestmark = [
 ]
 TEXT = "The animal didn't cross the street because it was too tired"
 TABS = ["attribution", "lens", "patching", "composition", "search", "qk"]
+# charts each tab draws at least (MiniLM: no logit, no lens, no QK split: a notice instead)
+CHARTS = {"minilm": {"patching": 3, "composition": 1, "search": 1},
+          "tiny-gpt2": {"attribution": 2, "lens": 1, "patching": 3, "composition": 1,
+                        "search": 1, "qk": 1}}
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +48,13 @@ def test_every_tab_renders_without_overlaps(server, chromium_browser, tiny_model
     for tab in TABS:
         page, errors, dialogs = open_page(chromium_browser, _url(server, model, tab=tab))
         page.set_viewport_size(VIEWPORT)
+        want = CHARTS[which].get(tab, 0)
+        if want:  # mounted and drawn, so the overlap checks below read them
+            page.wait_for_function(f"() => document.querySelectorAll('.js-plotly-plot')"
+                                   f".length >= {want}", timeout=120_000)
         settle(page)
         assert page.locator("[data-testid='stException']").count() == 0, (which, tab)
+        assert page.locator(".js-plotly-plot").count() >= want, (which, tab)
         problems += [f"{which} / {tab}: {f}" for f in page_findings(page)]
         screenshot(page, shots / f"heads-matter-{which}-{tab}.png")
         assert not real_errors(errors), (which, tab, errors)
