@@ -201,15 +201,23 @@ def payoff_rows(quick: bool, cases: dict | None = None) -> list[dict]:
                     "ray_run_s": pair["ray"]["run_s"], "local_run_s": pair["local"]["run_s"]})
         if len(sizes) < 2:
             continue
-        (fl, pl), (fr, pr) = _line(sizes, measured["local"]), _line(sizes, measured["ray"])
-        cross = (fr - fl) / (pl - pr) if pl > pr else None
-        rows.append({
-            "name": f"atlas {name}: Ray pays off from (examples)", "device": "cpu",
+        rows.append(crossover_row(name, sizes, measured))
+    return rows
+
+
+def crossover_row(name: str, sizes, measured: dict) -> dict:
+    """Where the fitted lines cross: in examples, and in seconds of in-process work (the
+    unit of the "auto" rule). A fitted Ray slope below 0 is noise on a shared machine (more
+    examples cannot take less time): it counts as 0."""
+    (fl, pl), (fr, pr) = _line(sizes, measured["local"]), _line(sizes, measured["ray"])
+    pr = max(pr, 0.0)
+    cross = (fr - fl) / (pl - pr) if pl > pr else None
+    return {"name": f"atlas {name}: Ray pays off from (examples)", "device": "cpu",
             "model": name, "crossover_examples": None if cross is None else round(cross),
+            "crossover_local_work_s": None if cross is None else round(cross * pl, 1),
             "local_fixed_s": fl, "local_examples_per_s": 1 / pl if pl > 0 else None,
             "ray_fixed_s": fr, "ray_examples_per_s": 1 / pr if pr > 0 else None,
-            "sizes": list(sizes)})
-    return rows
+            "sizes": list(sizes)}
 
 
 def gpu_rows(quick: bool) -> list[dict]:
