@@ -17,25 +17,9 @@ import torch
 
 import viz_core as vc
 
-from .common import paired, ratio_row
+from .common import paired, ratio_row, save_gpt2
 
 TARGET = 1.3
-
-
-def _save(folder: Path, quick: bool) -> None:
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    from tests.hf_tiny import gpt2_tokenizer
-
-    tok = gpt2_tokenizer()
-    tok.model_max_length = 1024  # the tiny tokenizer says 64: the model takes 1,024
-    shape = dict(n_layer=2, n_head=4, n_embd=64) if quick else dict(n_layer=12, n_head=12,
-                                                                      n_embd=768)
-    cfg = GPT2Config(vocab_size=len(tok), n_positions=1024, bos_token_id=tok.eos_token_id,
-                     eos_token_id=tok.eos_token_id, **shape)
-    torch.manual_seed(0)
-    GPT2LMHeadModel(cfg).save_pretrained(folder)
-    tok.save_pretrained(folder)
 
 
 def _text(model, n: int) -> str:
@@ -59,7 +43,7 @@ def run(quick: bool = False) -> list[dict]:
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "gpt2-small"
-        _save(folder, quick)
+        save_gpt2(folder, quick)
         for device in devices:
             model = vc.load(str(folder), device=device, dtype="float32")
             text = _text(model, n)

@@ -22,9 +22,7 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-import torch
-
-from .common import paired, ratio_row
+from .common import paired, ratio_row, save_gpt2
 
 N_TOKENS = 64
 
@@ -67,21 +65,6 @@ SCRIPT = textwrap.dedent("""
     peak = hwm() - base
     print(json.dumps({"s": wall, "peak_growth": peak, "effect": out.tolist()}))
 """)
-
-
-def save_model(folder: Path, quick: bool) -> None:
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    from tests.hf_tiny import gpt2_tokenizer
-
-    tok = gpt2_tokenizer()
-    shape = dict(n_layer=2, n_head=4, n_embd=64) if quick else dict(n_layer=12, n_head=12,
-                                                                      n_embd=768)
-    cfg = GPT2Config(vocab_size=len(tok), n_positions=1024, bos_token_id=tok.eos_token_id,
-                     eos_token_id=tok.eos_token_id, **shape)
-    torch.manual_seed(0)
-    GPT2LMHeadModel(cfg).save_pretrained(folder)
-    tok.save_pretrained(folder)
 
 
 def texts(folder: Path, n: int = N_TOKENS) -> tuple[str, str]:
@@ -172,7 +155,7 @@ def run(quick: bool = False) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "gpt2"
-        save_model(folder, quick)
+        save_gpt2(folder, quick)
         clean, corrupted = texts(folder)
         ours = measure("ours", folder, clean, corrupted)
         theirs = measure("tl", folder, clean, corrupted)

@@ -21,9 +21,7 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-import torch
-
-from .common import ratio_row
+from .common import ratio_row, save_gpt2
 
 SCRIPT = textwrap.dedent("""
     import json, os, sys, time, torch
@@ -74,21 +72,6 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def save_model(folder: Path, quick: bool) -> None:
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    from tests.hf_tiny import gpt2_tokenizer
-
-    tok = gpt2_tokenizer()
-    shape = dict(n_layer=2, n_head=4, n_embd=64) if quick else dict(n_layer=12, n_head=12,
-                                                                      n_embd=768)
-    cfg = GPT2Config(vocab_size=len(tok), n_positions=8192, bos_token_id=tok.eos_token_id,
-                     eos_token_id=tok.eos_token_id, **shape)
-    torch.manual_seed(0)
-    GPT2LMHeadModel(cfg).save_pretrained(folder)
-    tok.save_pretrained(folder)
-
-
 def available_bytes() -> int:
     import psutil
 
@@ -114,7 +97,7 @@ def run(quick: bool = False) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "gpt2"
-        save_model(folder, quick)
+        save_gpt2(folder, quick, n_positions=8192)
         for n in sizes:
             ours = measure("ours", folder, n)
             if not ours or "error" in ours:

@@ -119,3 +119,21 @@ def machine_note(sample_s: float = 0.5) -> str:
     what = f"others used {used / 100:.1f} of {cores} cores" + (", training running"
                                                               if training else "")
     return f"{'busy' if busy else 'idle'} ({what})"
+
+
+def save_gpt2(folder, quick: bool, n_positions: int = 1024) -> None:
+    """A GPT-2-small-shaped model with random weights (2 x 4 x 64 in quick mode) and the tests'
+    tiny tokenizer, saved to ``folder`` for the peer benchmarks."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from tests.hf_tiny import gpt2_tokenizer
+
+    tok = gpt2_tokenizer()
+    tok.model_max_length = n_positions  # the tiny tokenizer says 64: the model takes more
+    shape = dict(n_layer=2, n_head=4, n_embd=64) if quick else dict(n_layer=12, n_head=12,
+                                                                      n_embd=768)
+    cfg = GPT2Config(vocab_size=len(tok), n_positions=n_positions,
+                     bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id, **shape)
+    torch.manual_seed(0)
+    GPT2LMHeadModel(cfg).save_pretrained(folder)
+    tok.save_pretrained(folder)
