@@ -21,6 +21,10 @@ from tests.hostile_inputs import CATEGORIES, CORPUS, SCRIPTS, sendable
 from tests.test_app import APP, PAGES
 
 MODELS = [*vc.shipped_models(), "minilm"]
+# Every page x the whole corpus: the induction model is lm-rope's architecture with max_len
+# 8,192, so its 100,000-character entry traces 8,191 tokens on each of the 14 pages (about 9
+# minutes on 2 cores) without reaching code lm-rope does not. It keeps the URL and direct tests.
+PAGE_MODELS = [m for m in MODELS if m != "induction"]
 NATIVE = vc.shipped_models()[:1]
 COUNTS: Counter = Counter()
 
@@ -65,7 +69,7 @@ def test_corpus_shape():
     assert SCRIPTS
 
 
-@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("model", PAGE_MODELS)
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_answers_hostile_text(page, model):
     start = time.monotonic()
