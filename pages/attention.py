@@ -9,6 +9,7 @@ import streamlit as st
 
 from attention_lab.ui import faithfulness, state
 from attention_lab.ui.alignment import show_alignment
+from attention_lab.ui.cells import click_caption, on_cell_click
 from attention_lab.ui.charts import chart, download
 from attention_lab.ui.contributions import why_this_cell
 from attention_lab.ui.controls import bounded_int, open_head, pick_head
@@ -24,6 +25,7 @@ from attention_lab.ui.runs import (
 from viz_core import trace_json, trace_npz
 from viz_core.analysis import heads as analysis
 from viz_core.figures.aggregates import block_aggregate_heatmap, rollout_bytes, rollout_figure
+from viz_core.figures.cells import clickable_cells, has_clickable_cells
 from viz_core.figures.grid import blocks_grid, selected_cell
 from viz_core.figures.headview import HEADVIEW_MAX, HEADVIEW_WINDOW, block_head_view
 from viz_core.figures.heatmap import (
@@ -79,11 +81,15 @@ if block.kind == "decoder.cross" and not long_block:
 left, right = st.columns([3, 2])
 with left:
     view = st.session_state.view
-    chart(figure("heatmap", (block.name, head, view),
-                 lambda: block_heatmap(block, head, view=view)),
-          key="heatmap", name=f"{block.name}-head{head}")
+    # a click on a cell opens its QK attribution (why_this_cell, below)
+    heatmap = figure("heatmap", (block.name, head, view),
+                     lambda: clickable_cells(block_heatmap(block, head, view=view)))
+    clickable = has_clickable_cells(heatmap)
+    chart(heatmap, key="heatmap", name=f"{block.name}-head{head}",
+          on_select=on_cell_click("heatmap") if clickable else "ignore")
     st.caption("Rows are queries (top to bottom), columns are keys (left to right). Each row "
-               "of weights sums to 1 over the keys it may attend to; blocked cells are 0.")
+               "of weights sums to 1 over the keys it may attend to; blocked cells are 0. "
+               + click_caption(clickable, n_q, n_k, pooled=long_block))
     if long_block:
         st.caption(f"{n_q:,} × {n_k:,} tokens: more than {EXACT_MAX_TOKENS:,}, so this is "
                    f"the head pooled into block means (each cell the mean of the {view} in "
@@ -98,9 +104,13 @@ with left:
         k0 = bounded_int("First key", "zoom_k", 0, 0, n_k - 1, container=z3)
         rows, cols = clip_window(block, q0, k0, size,
                                  ZOOM_MAX if view == "weights" else ZOOM_MAX_SIGNED)
-        chart(figure("zoom", (block.name, head, view, rows, cols),
-                     lambda: block_window_heatmap(block, head, rows, cols, view=view)),
-              key="zoom", name=f"{block.name}-head{head}-zoom")
+        zoom = figure("zoom", (block.name, head, view, rows, cols), lambda: clickable_cells(
+            block_window_heatmap(block, head, rows, cols, view=view)))
+        zoom_clickable = has_clickable_cells(zoom)
+        chart(zoom, key="zoom", name=f"{block.name}-head{head}-zoom",
+              on_select=on_cell_click("zoom") if zoom_clickable else "ignore")
+        st.caption(click_caption(zoom_clickable, rows[1] - rows[0], cols[1] - cols[0],
+                                 window=True))
     why_this_cell(sel, block, head)  # "why does this head attend here?" (QK attribution)
 
 

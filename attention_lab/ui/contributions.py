@@ -103,14 +103,18 @@ class SearchRequest:
     key: int = 0
 
 
+PATCHING_HINT = " The **Patching** tab works for this model."
+
+
 @contextmanager
-def attempt(what: str):
+def attempt(what: str, patching_hint: str = PATCHING_HINT):
     """Run a section; a VizError becomes st.error(message), anything else a short apology.
-    Unlike ui.errors.reported, the page goes on (the rest of it still works)."""
+    Unlike ui.errors.reported, the page goes on (the rest of it still works).
+    `patching_hint`: where to patch instead, after a model's "no such sum" notice."""
     try:
         yield
     except _NOT_DECOMPOSABLE as err:  # not a failure: this model has no such sum
-        st.info(literal(err) + " The **Patching** tab works for this model.", icon="ℹ️")
+        st.info(literal(err) + patching_hint, icon="ℹ️")
     except vc.VizError as err:
         if err.__cause__ is not None:
             log.warning("%s failed: %s", what, err, exc_info=err)
@@ -235,12 +239,13 @@ def lens_npz(lens) -> bytes:
 
 
 # ---- shared views ----------------------------------------------------------------------------
-def show_qk(request: QKRequest, key: str, query_label: str, key_label: str) -> None:
+def show_qk(request: QKRequest, key: str, query_label: str, key_label: str,
+            patching_hint: str = PATCHING_HINT) -> None:
     """The QK attribution of one cell: the sum check, the largest terms as bars, a CSV.
     Used by this page's "Why this score?" tab and by the Attention page's cell action."""
     from viz_core.figures.contributions import qk_bars
 
-    with attempt("splitting the score"):
+    with attempt("splitting the score", patching_hint):
         qk = qk_attribution(request)
         total = float(np.sum(qk.frame["contribution"]))
         st.markdown(f"Score **{qk.score:.4f}** (before the softmax) of head {request.head} in "
@@ -257,20 +262,32 @@ def show_qk(request: QKRequest, key: str, query_label: str, key_label: str) -> N
                  f"qk_{request.block}_h{request.head}.csv", "text/csv", f"dl_{key}")
 
 
+ATTENTION_PAGE_HINT = (" Activation patching, on the **Which heads matter** page (its Patching "
+                       "tab), works for this model.")
+
+
 def why_this_cell(sel, block, head: int) -> None:
-    """The Attention page's cell action: "why does this head attend here?". A toggle (in the
-    URL as why=1) opens query / key pickers (why_q, why_k) and the cell's QK attribution.
+    """The Attention page's cell action: "why does this head attend here?". A click on a
+    cell of the page's heatmap (charts drawn with ``on_select=ui.cells.on_cell_click(key)``)
+    or the toggle (in the URL as why=1) with its query / key pickers (why_q, why_k) opens the
+    cell's QK attribution; a click sets the toggle and the pickers, so the URL reproduces it.
 
     QK attribution runs the text alone (a decoder-only model generates nothing), so the
-    pickers offer that run's positions: the prompt of a decoder-only model."""
+    pickers offer that run's positions: the prompt of a decoder-only model; a click on a
+    generated token says so in one line."""
     from viz_core.figures.common import choice_labels
 
     from . import state
+    from .cells import take_click
 
+    click = take_click()
+    if click is not None:
+        st.session_state.why = True
     state.widget_default("why", st.query_params.get("why") == "1")
     st.toggle("Why does this head attend here?", key="why",
               help="Split one cell's pre-softmax score into (query component × key "
-                   "component) terms: embeddings, earlier heads, MLPs, biases.")
+                   "component) terms: embeddings, earlier heads, MLPs, biases. Click a cell "
+                   "of the heatmap, or pick it here.")
     state.to_url(why="1" if st.session_state.why else None)
     if not st.session_state.why:
         return
@@ -282,6 +299,17 @@ def why_this_cell(sel, block, head: int) -> None:
     if sel.model.architecture == "decoder-only":
         prompt = get_trace(TraceRequest.of(sel, capture=("pattern",), max_new=0))
         n_q = n_k = min(n_q, len(prompt[block.name].query_tokens))
+    if click is not None:
+        q, k = click
+        if q < n_q and k < n_k:
+            st.session_state.why_q, st.session_state.why_k = q, k
+        else:
+            side, pos = ("query", q) if q >= n_q else ("key", k)
+            tokens = block.query_tokens if side == "query" else block.key_tokens
+            token = tokens[pos] if pos < len(tokens) else ""
+            st.info(f"The clicked {side}, {pos} ({literal(repr(str(token)))}), is a generated "
+                    f"token: QK attribution runs the prompt alone (positions 0–{n_q - 1}); "
+                    "click a cell of the prompt.", icon="ℹ️")
     q_labels = choice_labels(block.query_tokens[:n_q])
     k_labels = choice_labels(block.key_tokens[:n_k])
     state.widget_default("why_q", state.url_int("why_q", n_q - 1, 0, n_q - 1))
@@ -301,4 +329,5 @@ def why_this_cell(sel, block, head: int) -> None:
     state.to_url(why_q=query, why_k=key)
     state.show_notices()
     show_qk(QKRequest(sel.model_name, sel.device, sel.text, sel.target, block.name, head,
-                      query, key), "why_qk", q_labels[query], k_labels[key])
+                      query, key), "why_qk", q_labels[query], k_labels[key],
+            patching_hint=ATTENTION_PAGE_HINT)

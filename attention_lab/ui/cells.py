@@ -1,0 +1,104 @@
+"""Clicks on heatmap cells: which (query, key) a click chose.
+
+The figure side is viz_core.figures.cells.clickable_cells (an invisible marker per cell with
+``customdata = [query, key]``, absolute positions); a chart drawn with
+``on_select=on_cell_click(key)`` hands the clicked cell to the next run, which takes it with
+``take_click()`` (the Attention page's "why does this head attend here?", ui.contributions).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import streamlit as st
+
+from viz_core.figures.cells import MAX_CLICK_CELLS
+
+CLICKED = "_clicked_cell"  # session entry: the (query, key) of the last click, until taken
+
+
+def _position(value, size: int | None) -> int | None:
+    """A non-negative integer position below `size`, from an int or an integral float
+    (browsers send numbers as JSON); None for anything else (bool, text, NaN, 2.5, -1)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float):
+        if not math.isfinite(value) or not value.is_integer():
+            return None
+        value = int(value)
+    if value < 0 or (size is not None and value >= size):
+        return None
+    return int(value)
+
+
+def clicked_cell(selection, n_q: int | None = None, n_k: int | None = None
+                 ) -> tuple[int, int] | None:
+    """(query, key) of the first clicked point whose customdata is a valid [query, key]
+    (within n_q x n_k when given), or None: an empty selection, a point of another trace
+    (no customdata), or malformed / out-of-range values.
+
+    `selection` is ``event.selection`` of st.plotly_chart(..., on_select=...): a dict-like
+    with "points" (or an object with a .points attribute)."""
+    if isinstance(selection, Mapping):
+        points = selection.get("points")
+    else:
+        points = getattr(selection, "points", None)
+    if not isinstance(points, (list, tuple)):
+        return None
+    for pt in points:
+        cd = pt.get("customdata") if isinstance(pt, Mapping) else None
+        if not isinstance(cd, (list, tuple)) or len(cd) != 2:
+            continue
+        q, k = _position(cd[0], n_q), _position(cd[1], n_k)
+        if q is not None and k is not None:
+            return q, k
+    return None
+
+
+def _selection_of(key: str):
+    event = st.session_state.get(key)
+    if event is None:
+        return None
+    if isinstance(event, Mapping):
+        return event.get("selection")
+    return getattr(event, "selection", None)
+
+
+def on_cell_click(key: str):
+    """A callback for chart(fig, key=key, on_select=...): keeps the clicked cell for
+    take_click(). A click that deselects (an empty selection) keeps nothing."""
+
+    def clicked() -> None:
+        cell = clicked_cell(_selection_of(key))
+        if cell is not None:
+            st.session_state[CLICKED] = cell
+
+    return clicked
+
+
+def take_click() -> tuple[int, int] | None:
+    """The cell clicked since the last run, once (None when there was no click)."""
+    return st.session_state.pop(CLICKED, None)
+
+
+def click_caption(clickable: bool, n_q: int, n_k: int, *, pooled: bool = False,
+                  window: bool = False) -> str:
+    """One sentence under a heatmap: whether (and where) a click opens a cell's QK attribution."""
+    side = int(MAX_CLICK_CELLS ** 0.5)
+    where = "window" if window else "map"
+    pick = "pick a cell under “Why does this head attend here?”"
+    if clickable:
+        return (f"Click a cell of this {where} to see why the head attends there (its QK "
+                "attribution, under “Why does this head attend here?”).")
+    if pooled:
+        return ("Its cells are block means, not single query → key pairs, so a click here "
+                "opens nothing: click a cell of the zoom window below (exact cells) to see why "
+                "the head attends there.")
+    if n_q * n_k <= MAX_CLICK_CELLS:  # few cells but long labels: one figure's byte budget
+        shrink = "shrink the window or " if window else ""
+        return (f"This {where}'s token labels are too long to give every cell a click target "
+                f"within one figure's size: {shrink}{pick}.")
+    shrink = f"set the window size to at most {side} to click its cells, or " if window else ""
+    return (f"This {where} has {n_q:,} × {n_k:,} cells, more than the {MAX_CLICK_CELLS:,} "
+            f"({side} × {side}) that can be clicked one by one: {shrink}{pick}.")
