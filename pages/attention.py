@@ -88,13 +88,14 @@ with left:
     chart(heatmap, key="heatmap", name=f"{block.name}-head{head}",
           on_select=on_cell_click("heatmap") if clickable else "ignore")
     st.caption("Rows are queries (top to bottom), columns are keys (left to right). Each row "
-               "of weights sums to 1 over the keys it may attend to; blocked cells are 0. "
-               + click_caption(clickable, n_q, n_k, pooled=long_block))
+               "of weights sums to 1 over the keys it may attend to; blocked cells are 0."
+               + ("" if long_block else " " + click_caption(clickable, n_q, n_k)))
     if long_block:
         st.caption(f"{n_q:,} × {n_k:,} tokens: more than {EXACT_MAX_TOKENS:,}, so this is "
                    f"the head pooled into block means (each cell the mean of the {view} in "
                    "its query range × key range; grey where every cell is blocked). Zoom in "
-                   "below for full resolution.")
+                   "below for full resolution. "
+                   + click_caption(clickable, n_q, n_k, pooled=True))
         st.markdown("**Zoom** (full resolution)")
         z1, z2, z3 = st.columns(3)
         size = bounded_int("Window size", "zoom_size", 128, 1, ZOOM_MAX, container=z1,

@@ -65,9 +65,15 @@ def test_one_click_target_per_cell_with_its_query_and_key():
     np.testing.assert_array_equal(values, expect)  # the hover's value is the cell's own
     # the hover reads as the heatmap's: "<query label> → <key label>: <value>", same tag
     assert hm.hovertemplate == "%{y} → %{x}: %{z:.4f}<extra>weight</extra>"
-    assert shown.hovertemplate == "%{text}: %{marker.color:.4f}<extra>weight</extra>"
-    assert list(shown.text) == [f"{hm.y[int(q)]} → {hm.x[int(k)]}"
-                                for q, k in shown.customdata]
+    assert shown.hovertemplate == "%{y} → %{x}: %{marker.color:.4f}<extra>weight</extra>"
+    # ... on hidden twin axes whose categories and ranges are the heatmap's (there %{x}
+    # prints the label "3·cat"; on x / y, whose ticks show bare tokens, it would print "cat")
+    assert (shown.xaxis, shown.yaxis) == ("x2", "y2")
+    x2, y2 = fig.layout.xaxis2, fig.layout.yaxis2
+    assert (x2.overlaying, y2.overlaying, x2.visible, y2.visible) == ("x", "y", False, False)
+    assert list(x2.categoryarray) == list(hm.x) and list(y2.categoryarray) == list(hm.y)
+    assert list(x2.range) == list(fig.layout.xaxis.range)
+    assert list(y2.range) == list(fig.layout.yaxis.range)
     # invisible, whether selected or not; no legend entry; the ✕ marks answer no hover
     for t in _overlay(fig).values():
         assert t.marker.opacity == 0 and t.selected.marker.opacity == 0

@@ -8,7 +8,8 @@ and columns are single token positions (labels "12·cat"), two scatter traces:
 
 - "cells": one marker per shown cell, ``customdata = [query, key]`` (absolute positions, read
   from the labels, so a zoom window's offsets are included); its hover reads as the
-  heatmap's, word for word ("12·cat → 3·the: 0.4210", tag "weight"), on the same #444 label;
+  heatmap's, word for word ("12·cat → 3·the: 0.4210", tag "weight"), on the same #444 label.
+  It lies on hidden twin axes x2 / y2 (see _twin_axes), where %{x} prints the label;
 - "cells: blocked": one marker per blocked (NaN) cell, hover "cat → the: blocked" as the ✕
   marks'.
 
@@ -18,9 +19,9 @@ cell under the pointer: every cell has one) answer anywhere in a cell, however l
 cells are drawn; the ✕ marks stop answering hovers (the overlay says the same), so a click
 always lands on a marker with customdata.
 
-Cost: every marker is an SVG path and carries two labels, a hover text, two ints and a
-float (~90 bytes of JSON), so the overlay is added only up to MAX_CLICK_CELLS cells
-(128 x 128: the zoom window's default) and while z, labels and overlay fit MAX_CLICK_BYTES.
+Cost: every marker is an SVG path and carries two labels, two ints and a float (~50 bytes of
+JSON with short tokens), so the overlay is added only up to MAX_CLICK_CELLS cells (128 x 128:
+the zoom window's default) and while z, labels and overlay fit MAX_CLICK_BYTES.
 Larger maps, and heatmaps whose rows or columns are pooled ranges ("8–15·the", block means
 of long inputs), stay as they are: ``has_clickable_cells(fig)`` tells the page which.
 """
@@ -28,12 +29,12 @@ of long inputs), stay as they are: ``has_clickable_cells(fig)`` tells the page w
 from __future__ import annotations
 
 import base64
-import json
 import re
 from collections.abc import Mapping
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.io.json import to_json_plotly
 
 from .common import f32, json_bytes
 from .heatmap import MAX_PAYLOAD_BYTES
@@ -75,14 +76,15 @@ def _heatmap(fig: go.Figure) -> go.Heatmap | None:
 
 
 def overlay_bytes(ylabels, xlabels, shown: np.ndarray) -> int:
-    """About how many JSON bytes clickable_cells adds for these labels ("·", "→" and every
-    non-ASCII character are escaped as 6-byte \\uXXXX): per shown cell its two labels
-    twice (position and hover text), per blocked cell once, plus customdata and the value."""
-    yj = np.array([len(json.dumps(str(lab))) for lab in ylabels], dtype=np.int64)
-    xj = np.array([len(json.dumps(str(lab))) for lab in xlabels], dtype=np.int64)
-    per_cell = yj[:, None] + xj[None, :] + 4 + 2 * len(str(len(ylabels)))  # x, y, [q,k],
-    text = yj[:, None] + xj[None, :] + 8  # "<q label> \u2192 <k label>",
-    return int(per_cell.sum() + text[shown].sum() + 6 * shown.sum())  # value: base64 f32
+    """About how many JSON bytes clickable_cells adds for these labels (plotly escapes "·",
+    ">" and every non-ASCII character as 6-byte \\uXXXX): per cell its two labels, its
+    customdata [query, key] and commas; per shown cell its value (base64 float32); the twin
+    axes' category lists."""
+    yj = np.array([len(to_json_plotly(str(lab))) for lab in ylabels], dtype=np.int64)
+    xj = np.array([len(to_json_plotly(str(lab))) for lab in xlabels], dtype=np.int64)
+    digits = len(str(max(int(p) for p in (*label_positions(ylabels), *label_positions(xlabels)))))
+    per_cell = yj[:, None] + xj[None, :] + 8 + 2 * digits  # x, y, [q,k] and separators
+    return int(per_cell.sum() + 6 * shown.sum() + yj.sum() + xj.sum() + len(yj) + len(xj))
 
 
 def clickable_cells(fig: go.Figure, max_cells: int = MAX_CLICK_CELLS,
@@ -102,35 +104,32 @@ def clickable_cells(fig: go.Figure, max_cells: int = MAX_CLICK_CELLS,
         return fig
     ylab, xlab = list(hm.y), list(hm.x)
     shown = np.isfinite(z)
-    heatmap_bytes = json_bytes(z) + len(json.dumps(ylab)) + len(json.dumps(xlab))
+    heatmap_bytes = json_bytes(z) + len(to_json_plotly(ylab)) + len(to_json_plotly(xlab))
     if heatmap_bytes + overlay_bytes(ylab, xlab, shown) > max_bytes:
         return fig
     extra = re.search(r"<extra>.*?</extra>", hm.hovertemplate or "")
     value = re.search(r"%\{z(:[^}]*)?\}", hm.hovertemplate or "")
     fmt = value.group(1) if value and value.group(1) else ":.4f"
-    common = dict(mode="markers", showlegend=False, xaxis=hm.xaxis or "x",
-                  yaxis=hm.yaxis or "y")
 
-    def targets(cells: np.ndarray, text: bool, **kw) -> go.Scatter:
+    def targets(cells: np.ndarray, axes: tuple[str, str], **kw) -> go.Scatter:
         rr, cc = np.nonzero(cells)
-        if text:  # %{x} / %{y} of a scatter on a category axis print the tick text ("the"),
-            # a heatmap's the label ("3·the"): the labels travel as the point's text
-            kw["text"] = [f"{ylab[r]} → {xlab[c]}" for r, c in zip(rr, cc, strict=True)]
         return go.Scatter(x=[xlab[c] for c in cc], y=[ylab[r] for r in rr],
                           customdata=np.column_stack([qpos[rr], kpos[cc]]).tolist(),
-                          **common, **kw)
+                          mode="markers", showlegend=False, xaxis=axes[0], yaxis=axes[1],
+                          **kw)
 
     traces = []
-    if shown.any():  # the value rides as the marker colour (on a one-colour scale: #444, the
-        # hover label colour of a heatmap), so it costs 4 bytes a cell, formatted by plotly
-        traces.append(targets(shown, True, name=CELLS, marker=dict(
+    if shown.any():  # on the twin axes (see _twin_axes): %{x} / %{y} print the labels; the
+        # value rides as the marker colour (a one-colour scale: #444, the hover label colour
+        # of a heatmap), 4 bytes a cell, formatted by plotly as the heatmap's %{z}
+        traces.append(targets(shown, ("x2", "y2"), name=CELLS, marker=dict(
             size=6, opacity=0, color=f32(z[shown]), colorscale=[[0, _LABEL], [1, _LABEL]],
             showscale=False),
-            hovertemplate=f"%{{text}}: %{{marker.color{fmt}}}"
+            hovertemplate=f"%{{y}} → %{{x}}: %{{marker.color{fmt}}}"
                           + (extra.group(0) if extra else "<extra></extra>")))
-    if not shown.all():
-        traces.append(targets(~shown, False, name=BLOCKED_CELLS, marker=dict(
-            size=6, opacity=0, color=_LABEL),  # the ✕ marks' hover, word for word
+    if not shown.all():  # on the heatmap's own axes: the ✕ marks' hover, word for word
+        traces.append(targets(~shown, ("x", "y"), name=BLOCKED_CELLS, marker=dict(
+            size=6, opacity=0, color=_LABEL),
             hovertemplate="%{y} → %{x}: blocked<extra></extra>"))
     for t in traces:  # transparent whether selected or not (a click selects a marker)
         t.selected = dict(marker=dict(opacity=0))
@@ -145,16 +144,29 @@ def clickable_cells(fig: go.Figure, max_cells: int = MAX_CLICK_CELLS,
     # Markers pad an axis' autorange by their radius (a grey frame would show round the
     # heatmap): pin each axis to the heatmap's own extent, the range autorange gave it.
     n_q, n_k = z.shape
-    if fig.layout.xaxis.range is None:
-        fig.layout.xaxis.update(range=[-0.5, n_k - 0.5], autorange=False)
-    if fig.layout.yaxis.range is None:
-        down = fig.layout.yaxis.autorange == "reversed"
-        fig.layout.yaxis.update(range=[n_q - 0.5, -0.5] if down else [-0.5, n_q - 0.5],
-                                autorange=False)
+    down = fig.layout.yaxis.autorange == "reversed"
+    xrange = list(fig.layout.xaxis.range or [-0.5, n_k - 0.5])
+    yrange = list(fig.layout.yaxis.range or ([n_q - 0.5, -0.5] if down else [-0.5, n_q - 0.5]))
+    fig.layout.xaxis.update(range=xrange, autorange=False)
+    fig.layout.yaxis.update(range=yrange, autorange=False)
+    _twin_axes(fig, xlab, ylab, xrange, yrange)
     # Streamlit turns a selectable chart's default drag into "pan": keep plotly's box zoom
     fig.update_layout(hoverdistance=-1, clickmode="event+select",
                       dragmode=fig.layout.dragmode or "zoom")
     return fig
+
+
+def _twin_axes(fig: go.Figure, xlab: list, ylab: list, xrange: list, yrange: list) -> None:
+    """x2 / y2: hidden category axes laid over x / y with the same categories and ranges (a
+    drag zooms overlaid axes together). On x / y, whose ticks show the bare tokens, a
+    scatter's %{x} prints the tick text ("the"); on these tick-less twins it prints the
+    label ("3·the"), as the heatmap's hover does, so no hover text per cell is needed."""
+    twin = dict(type="category", categoryorder="array", visible=False, autorange=False,
+                showgrid=False, zeroline=False, fixedrange=False)
+    fig.update_layout(xaxis2=dict(twin, overlaying="x", anchor="y2", categoryarray=xlab,
+                                  range=xrange, side="top"),
+                      yaxis2=dict(twin, overlaying="y", anchor="x2", categoryarray=ylab,
+                                  range=yrange))
 
 
 def has_clickable_cells(fig: go.Figure) -> bool:
