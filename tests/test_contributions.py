@@ -100,7 +100,7 @@ def test_native_attribution_adds_up_to_the_models_logit(native, name):
     assert ("position" in kinds) == (name == "lm")  # rotary models add no position rows
     heads = a.frame[a.frame.kind == "head"]
     assert len(heads) == model.cfg.n_decoder_layers * model.cfg.n_heads
-    assert heads.component.iloc[5] == "decoder.1.self.h1"
+    assert heads.component.iloc[model.cfg.n_heads + 1] == "decoder.1.self.h1"  # layer-major
 
 
 @pytest.mark.parametrize("family", PRE_NORM)

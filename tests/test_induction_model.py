@@ -114,10 +114,6 @@ def test_atlas_finds_previous_token_and_induction_heads(roles, circuit):
     assert roles["induction"][1, ind] >= 0.8
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "not reproduced by the shipped checkpoint: layer 0 keeps partial previous-token heads "
-    "beside the main one (atlas 0.54 and 0.38 beside 0.92), so zeroing the main one raises "
-    "the repeated-half loss only from 0.14 to 0.32 (needs >= 3.1); see issue 23"))
 def test_ablating_the_previous_token_head_breaks_the_circuit(model, ids, circuit):
     """Result 3: with the previous-token head's output zeroed, the repeated half loses most
     of its advantage (loss >= half the first half's); zeroing any other single layer-0 head
