@@ -182,7 +182,7 @@ def cmd_check(args) -> int:
 def cmd_atlas(argv: list[str]) -> int:
     from viz_core.atlas.__main__ import main as atlas_main
 
-    return atlas_main(argv)
+    return atlas_main(argv, prog="attention-lab atlas")
 
 
 # ---- the parser --------------------------------------------------------------------------

@@ -18,8 +18,8 @@ import argparse
 import sys
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m viz_core.atlas", description=__doc__,
+def main(argv: list[str] | None = None, prog: str = "python -m viz_core.atlas") -> int:
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True, help="shipped name, 'minilm', a path or an id")
     ap.add_argument("--data", help="a .txt/.csv/.parquet file, or 'probe' (task roles)")
