@@ -262,8 +262,8 @@ def show_qk(request: QKRequest, key: str, query_label: str, key_label: str,
                  f"qk_{request.block}_h{request.head}.csv", "text/csv", f"dl_{key}")
 
 
-ATTENTION_PAGE_HINT = (" Activation patching, on the **Which heads matter** page (its Patching "
-                       "tab), works for this model.")
+ATTENTION_PAGE_HINT = (" In this app: the **Patching** tab of the **Which heads matter** "
+                       "page.")
 
 
 def why_this_cell(sel, block, head: int) -> None:

@@ -3,6 +3,8 @@
 Click handling for pages (st.plotly_chart(fig, on_select="rerun", selection_mode="points")):
 - layer_head_grid / trace_grid: ``selected_cell(event.selection) -> (layer, head) | None``
 - beam_tree_figure: ``selected_node(event.selection) -> node id | None``
+- matrix_heatmap and its windows: ``cells.clickable_cells(fig)`` adds a click target per cell
+  (customdata [query, key]); attention_lab.ui.cells.clicked_cell reads the selection
 """
 
 from .aggregates import (
