@@ -113,6 +113,14 @@ def test_a_zoom_window_of_a_real_block():
     weights = block.window(1, rows, cols)
     for (q, k), v in zip(shown.customdata, shown.marker.color, strict=True):
         assert v == pytest.approx(weights[q - rows[0], k - cols[0]], abs=1e-7)
+    # the scores view: signed values, the hover says "score"
+    scores = clickable_cells(block_window_heatmap(block, 1, rows, cols, view="scores"))
+    assert set(_cells(scores)) == set(cells)
+    shown = _overlay(scores)[CELLS]
+    assert shown.hovertemplate.endswith("<extra>score</extra>")
+    values = block.window(1, rows, cols, what="scores")
+    for (q, k), v in zip(shown.customdata, shown.marker.color, strict=True):
+        assert v == pytest.approx(values[q - rows[0], k - cols[0]], abs=1e-6)
 
 
 def test_no_overlay_over_the_caps_or_on_pooled_maps():
