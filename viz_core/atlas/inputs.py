@@ -73,19 +73,27 @@ def _check_text_column(path: Path, names: list[str]) -> None:
                               "column that holds the examples 'text'.")
 
 
-def _csv_cells(path: Path) -> Iterator[str | None]:
+def open_csv(path: Path, hint: str = "", convert_options=None):
+    """A streaming pyarrow reader of a .csv / .tsv file (quoted cells may hold newlines); an
+    unreadable file is one AtlasInputError line (hint: what the file should look like)."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
     _sniff_binary(path)
     delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
     try:
-        reader = pacsv.open_csv(path, parse_options=pacsv.ParseOptions(
+        return pacsv.open_csv(path, parse_options=pacsv.ParseOptions(
             delimiter=delimiter, newlines_in_values=True),
-            read_options=pacsv.ReadOptions(block_size=1 << 20))
+            read_options=pacsv.ReadOptions(block_size=1 << 20),
+            convert_options=convert_options)
     except (pa.ArrowInvalid, UnicodeDecodeError) as err:
-        raise AtlasInputError(f"{path} is not a readable CSV file: {err}") from None
-    _check_text_column(path, reader.schema.names)
+        raise AtlasInputError(f"{path} is not a readable CSV file ({err}){hint}") from None
+
+
+def csv_batches(path: Path, reader) -> Iterator:
+    """The reader's record batches; a malformed row further in is one AtlasInputError line."""
+    import pyarrow as pa
+
     while True:
         try:
             batch = reader.read_next_batch()
@@ -93,6 +101,13 @@ def _csv_cells(path: Path) -> Iterator[str | None]:
             return
         except pa.ArrowInvalid as err:
             raise AtlasInputError(f"{path}: CSV error ({err}).") from None
+        yield batch
+
+
+def _csv_cells(path: Path) -> Iterator[str | None]:
+    reader = open_csv(path)
+    _check_text_column(path, reader.schema.names)
+    for batch in csv_batches(path, reader):
         yield from (None if v is None else str(v) for v in batch.column("text").to_pylist())
 
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .inputs import MAX_CHARS, AtlasInputError, _sniff_binary
+from .inputs import MAX_CHARS, AtlasInputError, _sniff_binary, csv_batches, open_csv
 
 REQUIRED = ("clean", "corrupted")
 OPTIONAL = ("token", "against")
@@ -46,28 +46,12 @@ def _csv_rows(path: Path) -> Iterator[dict]:
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    _sniff_binary(path)
-    delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
-    try:
-        reader = pacsv.open_csv(
-            path, parse_options=pacsv.ParseOptions(delimiter=delimiter,
-                                                   newlines_in_values=True),
-            read_options=pacsv.ReadOptions(block_size=1 << 20),
-            # every cell is text: a token "1" or "true" stays the string it is
-            convert_options=pacsv.ConvertOptions(column_types={c: pa.string()
-                                                               for c in COLUMNS}))
-    except (pa.ArrowInvalid, UnicodeDecodeError) as err:
-        raise AtlasInputError(f"{path} is not a readable CSV file ({err}); a pairs file "
-                              f"starts with the line: {EXAMPLE}") from None
+    # every cell is text: a token "1" or "true" stays the string it is
+    reader = open_csv(path, f"; a pairs file starts with the line: {EXAMPLE}",
+                      pacsv.ConvertOptions(column_types={c: pa.string() for c in COLUMNS}))
     _check_columns(path, reader.schema.names)
     present = [c for c in COLUMNS if c in reader.schema.names]
-    while True:
-        try:
-            batch = reader.read_next_batch()
-        except StopIteration:
-            return
-        except pa.ArrowInvalid as err:
-            raise AtlasInputError(f"{path}: CSV error ({err}).") from None
+    for batch in csv_batches(path, reader):
         cols = {c: batch.column(c).to_pylist() for c in present}
         for i in range(batch.num_rows):
             yield {c: cols[c][i] if c in cols else None for c in COLUMNS}
