@@ -197,3 +197,25 @@ def test_the_role_reader_points_a_patching_run_to_its_own(finished):
 
     with pytest.raises(AtlasInputError, match="load_patching"):
         load_atlas(finished[0])
+
+
+@pytest.mark.parametrize("reader", ["pairs", "texts"])
+@pytest.mark.parametrize("rows, message", [(0, " is not a readable CSV file ("),
+                                           (600_000, ": CSV error (")])  # past the 1 MiB block
+def test_a_malformed_csv_row_is_one_line_in_both_readers(tmp_path, reader, rows, message):
+    """The atlas's text reader and pairs reader share one CSV reader: a row with more cells
+    than the header, in the first block or further in, is one AtlasInputError naming the
+    file."""
+    from viz_core.atlas.inputs import InputStats, read_examples
+    from viz_core.atlas.pairs import PairStats, read_pairs
+
+    header = "clean,corrupted" if reader == "pairs" else "text"
+    good = "a,b" if reader == "pairs" else "a"
+    path = tmp_path / "bad.csv"
+    path.write_text(header + "\n" + (good + "\n") * rows + "x,y,z,w,v\n")
+    with pytest.raises(AtlasInputError) as err:
+        if reader == "pairs":
+            list(read_pairs(str(path), PairStats()))
+        else:
+            list(read_examples(str(path), InputStats()))
+    assert str(path) + message in str(err.value) and "\n" not in str(err.value)
