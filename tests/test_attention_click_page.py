@@ -14,9 +14,9 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from attention_lab.ui.cells import CLICKED
+from attention_lab.ui.cells import CLICKED, chart_key
 from tests.test_app import open_app
-from viz_core.figures.cells import BLOCKED_CELLS, CELLS
+from viz_core.figures.cells import BLOCKED_CELLS, CELLS, SELECTED_CELL
 
 TEXT = "the small black cats"  # lm-rope: <bos> the small black cats, then it continues
 
@@ -37,13 +37,26 @@ def _param(at, key):
     return value[0] if isinstance(value, list) else value
 
 
-def _heatmap(at) -> dict:
+def _heatmap(at, title: str = "head") -> dict:
     for chart in at.get("plotly_chart"):
         fig = json.loads(chart.proto.spec)
-        if fig["data"] and fig["data"][0]["type"] == "heatmap" and "head" in str(
+        if fig["data"] and fig["data"][0]["type"] == "heatmap" and title in str(
                 fig["layout"].get("title")):
             return fig
-    raise AssertionError("no head heatmap")
+    raise AssertionError(f"no heatmap titled {title!r}")
+
+
+def _framed(fig: dict) -> tuple[str, str] | None:
+    """(query label, key label) of the cell the outline frames, read back from the figure's
+    JSON: the frame's centre is the cell's index on the category axes."""
+    frames = [sh for sh in fig["layout"].get("shapes", []) if sh.get("name") == SELECTED_CELL]
+    if not frames:
+        return None
+    assert len(frames) == 1, frames
+    (sh,) = frames
+    assert sh["x1"] - sh["x0"] == 1 and sh["y1"] - sh["y0"] == 1  # exactly one cell
+    hm = fig["data"][0]
+    return hm["y"][round(sh["y0"] + 0.5)], hm["x"][round(sh["x0"] + 0.5)]
 
 
 def test_the_heatmap_is_clickable_and_a_click_opens_that_cell():
@@ -55,6 +68,7 @@ def test_the_heatmap_is_clickable_and_a_click_opens_that_cell():
     n_q = len(fig["data"][0]["y"])
     assert any("Click a cell of this map" in c.value for c in at.caption)
     assert not at.toggle(key="why").value  # nothing open before a click
+    assert _framed(fig) is None  # nothing explained, nothing framed
 
     at.session_state[CLICKED] = (4, 2)  # what the chart's callback hands over
     at.run()
@@ -63,6 +77,18 @@ def test_the_heatmap_is_clickable_and_a_click_opens_that_cell():
     assert (at.selectbox(key="why_q").value, at.selectbox(key="why_k").value) == (4, 2)
     assert "query 4·cats → key 2·small" in _qk_line(at)
     assert (_param(at, "why"), _param(at, "why_q"), _param(at, "why_k")) == ("1", "4", "2")
+    # the explained cell is framed in the heatmap, whose chart key now names that cell
+    assert _framed(_heatmap(at)) == ("4·cats", "2·small")
+    assert chart_key("heatmap", (4, 2)) == "heatmap-4-2"
+    assert "heatmap-4-2" in at.session_state and "heatmap" not in at.session_state
+
+    # the pickers move the frame (and the key: the next click starts an empty selection)
+    at.selectbox(key="why_k").set_value(1).run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert _framed(_heatmap(at)) == ("4·cats", "1·the")
+    assert "heatmap-4-1" in at.session_state and "heatmap-4-2" not in at.session_state
+    assert "query 4·cats → key 1·the" in _qk_line(at)
+    at.selectbox(key="why_k").set_value(2).run()
 
     # a generated token: one line, the pickers keep the last prompt cell
     assert n_q > 5, fig["data"][0]["y"]
@@ -73,6 +99,12 @@ def test_the_heatmap_is_clickable_and_a_click_opens_that_cell():
         _texts(at)
     assert (_param(at, "why_q"), _param(at, "why_k")) == ("4", "2")
     assert "query 4·cats → key 2·small" in _qk_line(at)
+    assert _framed(_heatmap(at)) == ("4·cats", "2·small")
+
+    # the toggle off: no frame, the plain key
+    at.toggle(key="why").set_value(False).run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert _framed(_heatmap(at)) is None and "heatmap" in at.session_state
 
 
 def test_why_q_and_why_k_from_the_url():
@@ -81,6 +113,27 @@ def test_why_q_and_why_k_from_the_url():
     assert not at.exception, [e.message for e in at.exception]
     assert (at.selectbox(key="why_q").value, at.selectbox(key="why_k").value) == (3, 1)
     assert "query 3·black → key 1·the" in _qk_line(at)
+    assert _framed(_heatmap(at)) == ("3·black", "1·the")
+
+
+@pytest.mark.slow
+def test_the_zoom_window_frames_the_cell_when_it_lies_inside(tmp_path):
+    from viz_core.training.toy import save_toy
+
+    n = 1100  # past EXACT_MAX_TOKENS (1024): a pooled map and a zoom window
+    toy = str(save_toy(tmp_path / "long", kind="encoder-only", seed=3, max_len=n,
+                       d_model=32, n_heads=2, n_layers=2, d_ff=64))
+    text = " ".join("ai"[i % 2] for i in range(n - 1))
+    at = open_app("attention", model=toy, text=text, why=1, why_q=1030, why_k=1040,
+                  zoom_q=1000, zoom_k=1000, zoom_size=64)
+    assert not at.exception, [e.message for e in at.exception]
+    zoom = _heatmap(at, "queries 1000–1063 × keys 1000–1063")
+    q_label, k_label = _framed(zoom)  # window row 30, column 40: absolute 1030 -> 1040
+    assert q_label.startswith("1030·") and k_label.startswith("1040·")
+    assert _framed(_heatmap(at, "block means")) is None  # pooled: no single cell to frame
+    at.selectbox(key="why_q").set_value(5).run()  # outside the window: no frame there
+    assert not at.exception, [e.message for e in at.exception]
+    assert _framed(_heatmap(at, "queries 1000–1063")) is None
 
 
 @pytest.mark.parametrize("raw,expect,notice", [

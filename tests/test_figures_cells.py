@@ -19,9 +19,13 @@ from viz_core.figures.cells import (
     CELLS,
     MAX_CLICK_BYTES,
     MAX_CLICK_CELLS,
+    OUTLINE,
+    SELECTED_CELL,
     clickable_cells,
     has_clickable_cells,
     label_positions,
+    outline_cell,
+    outlined_cell,
 )
 from viz_core.figures.heatmap import block_window_heatmap, matrix_heatmap, pooled_heatmap
 
@@ -74,8 +78,10 @@ def test_one_click_target_per_cell_with_its_query_and_key():
     assert list(x2.categoryarray) == list(hm.x) and list(y2.categoryarray) == list(hm.y)
     assert list(x2.range) == list(fig.layout.xaxis.range)
     assert list(y2.range) == list(fig.layout.yaxis.range)
-    # invisible, whether selected or not; no legend entry; the ✕ marks answer no hover
+    # invisible, whether selected or not; no legend entry; the ✕ marks answer no hover;
+    # one drawn SVG path per trace (hover and click read the data, not the paths)
     for t in _overlay(fig).values():
+        assert t.marker.maxdisplayed == 1
         assert t.marker.opacity == 0 and t.selected.marker.opacity == 0
         assert t.unselected.marker.opacity == 0 and t.showlegend is False
     marks = [t for t in fig.data if t.type == "scatter" and t.name not in (CELLS, BLOCKED_CELLS)]
@@ -151,11 +157,59 @@ def test_a_clickable_figure_stays_within_the_byte_budget(token):
         fig = clickable_cells(matrix_heatmap(z, tokens, tokens, mask=mask))
         if has_clickable_cells(fig):
             assert len(fig.to_json()) <= MAX_CLICK_BYTES + 20_000  # + layout, ticks, colours
-    # short tokens on a causal map: the default zoom window (128 x 128) is clickable
+    # short tokens on a causal map: a cap-sized map (160 x 160) is clickable
     tokens = [f"t{i}" for i in range(side)]
     mask = np.triu(np.ones((side, side), dtype=bool), 1)
     assert has_clickable_cells(clickable_cells(matrix_heatmap(np.zeros((side, side)), tokens,
                                                               tokens, mask=mask)))
+
+
+# ---- the outline of the explained cell --------------------------------------------------------
+def _frame(fig):
+    shapes = [sh for sh in fig.layout.shapes if sh.name == SELECTED_CELL]
+    assert len(shapes) == 1, fig.layout.shapes
+    return shapes[0]
+
+
+def test_outline_frames_the_cell_and_leaves_the_figure_alone():
+    n = len(TOKENS)
+    z = np.random.default_rng(3).random((n, n))
+    fig = clickable_cells(matrix_heatmap(z, TOKENS, TOKENS,
+                                         mask=np.triu(np.ones((n, n), dtype=bool), 1)))
+    before = fig.to_json()
+    out = outline_cell(fig, 4, 2)
+    assert out is not fig and fig.to_json() == before  # a cached figure is never modified
+    assert not fig.layout.shapes
+    frame = _frame(out)
+    # a category axis puts cell i at i: the frame spans exactly key 2's column and query
+    # 4's row, the row and column whose labels are "4·on" / "2·cat"
+    assert (frame.x0, frame.x1, frame.y0, frame.y1) == (1.5, 2.5, 3.5, 4.5)
+    assert (frame.xref, frame.yref, frame.type, frame.layer) == ("x", "y", "rect", "above")
+    assert out.data[0].x[2] == "2·cat" and out.data[0].y[4] == "4·on"
+    assert frame.line.color == OUTLINE and frame.fillcolor == "rgba(0,0,0,0)"
+    assert outlined_cell(out) == (4, 2) and outlined_cell(fig) is None
+    # everything else is the figure as it was: same traces, same click targets
+    assert json.loads(out.to_json())["data"] == json.loads(before)["data"]
+    assert has_clickable_cells(out) and _cells(out) == _cells(fig)
+    # a blocked cell is framed too (the page explains any cell the pickers name)
+    assert outlined_cell(outline_cell(fig, 1, 5)) == (1, 5)
+
+
+def test_outline_in_a_zoom_window_uses_absolute_positions():
+    z = np.random.default_rng(4).random((3, 4))
+    fig = clickable_cells(matrix_heatmap(z, ["a", "b", "c"], ["w", "x", "y", "z"],
+                                         q_start=1030, k_start=7))
+    out = outline_cell(fig, 1032, 8)  # last row, second column of the window
+    frame = _frame(out)
+    assert (frame.x0, frame.x1, frame.y0, frame.y1) == (0.5, 1.5, 1.5, 2.5)
+    assert out.data[0].y[2] == "1032·c" and out.data[0].x[1] == "8·x"
+    # cells outside the window (or a window missing the row / the column): no frame, and
+    # the very same figure back (no copy)
+    for q, k in [(2, 1), (1029, 8), (1033, 8), (1031, 6), (1031, 11)]:
+        assert outline_cell(fig, q, k) is fig
+    # a pooled map's rows are ranges, no single cell: nothing is framed
+    pooled = matrix_heatmap(np.zeros((40, 40)), ["t"] * 40, ["t"] * 40, max_cells=400)
+    assert outline_cell(pooled, 0, 0) is pooled
 
 
 # ---- the selection parser -------------------------------------------------------------------
@@ -196,6 +250,6 @@ def test_clicked_cell_refuses_out_of_range_cells():
 def test_click_captions_say_where_to_click():
     assert "Click a cell of this map" in click_caption(True, 8, 8)
     assert "zoom window below" in click_caption(False, 8192, 8192, pooled=True)
-    assert "more than the 16,384" in click_caption(False, 300, 300)
-    assert "at most 128" in click_caption(False, 448, 448, window=True)
+    assert "more than the 25,600 (160 × 160)" in click_caption(False, 300, 300)
+    assert "at most 160" in click_caption(False, 448, 448, window=True)
     assert "too long" in click_caption(False, 100, 100)

@@ -77,6 +77,17 @@ def on_cell_click(key: str):
     return clicked
 
 
+def chart_key(name: str, cell: tuple[int, int] | None) -> str:
+    """The key of a clickable chart that shows `cell` outlined (None: no cell explained).
+
+    Plotly deselects a selected marker when it is clicked again, so a chart that kept the
+    marker of an earlier click would swallow the next click on that cell (after the pickers
+    chose another one): an empty selection, nothing handed over. A key naming the explained
+    cell makes each handled click, and each picker change, start a new chart element whose
+    selection is empty. The pickers and the toggle keep their own keys."""
+    return name if cell is None else f"{name}-{int(cell[0])}-{int(cell[1])}"
+
+
 def take_click() -> tuple[int, int] | None:
     """The cell clicked since the last run, once (None when there was no click)."""
     return st.session_state.pop(CLICKED, None)

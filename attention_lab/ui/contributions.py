@@ -266,17 +266,24 @@ ATTENTION_PAGE_HINT = (" In this app: the **Patching** tab of the **Which heads 
                        "page.")
 
 
-def why_this_cell(sel, block, head: int) -> None:
-    """The Attention page's cell action: "why does this head attend here?". A click on a
-    cell of the page's heatmap (charts drawn with ``on_select=ui.cells.on_cell_click(key)``)
-    or the toggle (in the URL as why=1) with its query / key pickers (why_q, why_k) opens the
-    cell's QK attribution; a click sets the toggle and the pickers, so the URL reproduces it.
+@dataclass(frozen=True)
+class WhyCell:
+    """What the Attention page's cell action will show this run (see why_cell)."""
 
-    QK attribution runs the text alone (a decoder-only model generates nothing), so the
-    pickers offer that run's positions: the prompt of a decoder-only model; a click on a
-    generated token says so in one line."""
-    from viz_core.figures.common import choice_labels
+    cell: tuple[int, int] | None  # (query, key) explained; None: the section is closed
+    n_q: int = 0  # positions the pickers offer (the prompt of a decoder-only model)
+    n_k: int = 0
+    strongest: int = 0  # the key this head attends to most from the picked query
+    cross: bool = False  # a cross-attention block: nothing to split
+    notice: str | None = None  # a click the section cannot open (a generated token)
 
+
+def why_cell(sel, block, head: int) -> WhyCell:
+    """The first half of why_this_cell, run before the page draws its heatmap: takes the
+    click handed over by the chart's callback, sets the toggle (in the URL as why=1) and the
+    query / key pickers (why_q, why_k) it implies, and says which cell the section will
+    explain, so the heatmap can frame that cell (figures.cells.outline_cell) and its chart
+    key can name it (ui.cells.chart_key). Draws nothing."""
     from . import state
     from .cells import take_click
 
@@ -284,21 +291,15 @@ def why_this_cell(sel, block, head: int) -> None:
     if click is not None:
         st.session_state.why = True
     state.widget_default("why", st.query_params.get("why") == "1")
-    st.toggle("Why does this head attend here?", key="why",
-              help="Split one cell's pre-softmax score into (query component × key "
-                   "component) terms: embeddings, earlier heads, MLPs, biases. Click a cell "
-                   "of the heatmap, or pick it here.")
-    state.to_url(why="1" if st.session_state.why else None)
     if not st.session_state.why:
-        return
+        return WhyCell(None)
     if block.kind.endswith("cross"):
-        st.info("QK attribution covers self-attention blocks: the keys of cross-attention "
-                "come from the encoder's output, not from this stream.")
-        return
+        return WhyCell(None, cross=True)
     n_q, n_k = block.shape[1], block.shape[2]
     if sel.model.architecture == "decoder-only":
         prompt = get_trace(TraceRequest.of(sel, capture=("pattern",), max_new=0))
         n_q = n_k = min(n_q, len(prompt[block.name].query_tokens))
+    notice = None
     if click is not None:
         q, k = click
         if q < n_q and k < n_k:
@@ -307,17 +308,54 @@ def why_this_cell(sel, block, head: int) -> None:
             side, pos = ("query", q) if q >= n_q else ("key", k)
             tokens = block.query_tokens if side == "query" else block.key_tokens
             token = tokens[pos] if pos < len(tokens) else ""
-            st.info(f"The clicked {side}, {pos} ({literal(repr(str(token)))}), is a generated "
-                    f"token: QK attribution runs the prompt alone (positions 0–{n_q - 1}); "
-                    "click a cell of the prompt.", icon="ℹ️")
-    q_labels = choice_labels(block.query_tokens[:n_q])
-    k_labels = choice_labels(block.key_tokens[:n_k])
+            notice = (f"The clicked {side}, {pos} ({literal(repr(str(token)))}), is a "
+                      f"generated token: QK attribution runs the prompt alone (positions "
+                      f"0–{n_q - 1}); click a cell of the prompt.")
     state.widget_default("why_q", state.url_int("why_q", n_q - 1, 0, n_q - 1))
     st.session_state.why_q = max(0, min(n_q - 1, int(st.session_state.why_q)))
     strongest = int(np.argmax(block.window(head, (st.session_state.why_q,
                                                   st.session_state.why_q + 1), (0, n_k))[0]))
     state.widget_default("why_k", state.url_int("why_k", strongest, 0, n_k - 1))
     st.session_state.why_k = max(0, min(n_k - 1, int(st.session_state.why_k)))
+    return WhyCell((int(st.session_state.why_q), int(st.session_state.why_k)), n_q, n_k,
+                   strongest, notice=notice)
+
+
+def why_this_cell(sel, block, head: int, why: WhyCell | None = None) -> None:
+    """The Attention page's cell action: "why does this head attend here?". A click on a
+    cell of the page's heatmap (charts drawn with ``on_select=ui.cells.on_cell_click(key)``)
+    or the toggle (in the URL as why=1) with its query / key pickers (why_q, why_k) opens the
+    cell's QK attribution; a click sets the toggle and the pickers, so the URL reproduces it.
+    `why`: what why_cell(sel, block, head) resolved before the heatmap was drawn (resolved
+    here when not given).
+
+    QK attribution runs the text alone (a decoder-only model generates nothing), so the
+    pickers offer that run's positions: the prompt of a decoder-only model; a click on a
+    generated token says so in one line."""
+    from viz_core.figures.common import choice_labels
+
+    from . import state
+
+    if why is None:
+        why = why_cell(sel, block, head)
+    st.toggle("Why does this head attend here?", key="why",
+              help="Split one cell's pre-softmax score into (query component × key "
+                   "component) terms: embeddings, earlier heads, MLPs, biases. Click a cell "
+                   "of the heatmap, or pick it here.")
+    state.to_url(why="1" if st.session_state.why else None)
+    if not st.session_state.why:
+        return
+    if why.cross:
+        st.info("QK attribution covers self-attention blocks: the keys of cross-attention "
+                "come from the encoder's output, not from this stream.")
+        return
+    if why.cell is None:  # not reached: why_cell saw the same toggle value
+        return
+    n_q, n_k, strongest = why.n_q, why.n_k, why.strongest
+    if why.notice:
+        st.info(why.notice, icon="ℹ️")
+    q_labels = choice_labels(block.query_tokens[:n_q])
+    k_labels = choice_labels(block.key_tokens[:n_k])
     c1, c2 = st.columns(2)
     c1.selectbox("Query (row)", list(range(n_q)), key="why_q",
                  format_func=lambda i: q_labels[i])

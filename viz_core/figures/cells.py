@@ -19,11 +19,19 @@ cell under the pointer: every cell has one) answer anywhere in a cell, however l
 cells are drawn; the ✕ marks stop answering hovers (the overlay says the same), so a click
 always lands on a marker with customdata.
 
-Cost: every marker is an SVG path and carries two labels, two ints and a float (~50 bytes of
-JSON with short tokens), so the overlay is added only up to MAX_CLICK_CELLS cells (128 x 128:
-the zoom window's default) and while z, labels and overlay fit MAX_CLICK_BYTES.
+Cost: ``marker.maxdisplayed = 1`` draws one SVG path per overlay trace instead of one per
+cell (plotly thins the drawn points; hover and click-select read the trace's data, so every
+cell still answers): Plotly.newPlot of a 128 x 128 map takes about as long with the overlay
+as without (one path per cell took 1.2-1.9 s there, in headless Chromium). Scattergl was no
+faster (software GL). What limits the overlay now is its JSON: every marker carries two
+labels, two ints and a float (~50 bytes with short tokens), so it is added only up to
+MAX_CLICK_CELLS cells (160 x 160: about the largest square whose z, labels and overlay fit
+MAX_CLICK_BYTES with 5-character tokens) and while they do fit MAX_CLICK_BYTES.
 Larger maps, and heatmaps whose rows or columns are pooled ranges ("8–15·the", block means
 of long inputs), stay as they are: ``has_clickable_cells(fig)`` tells the page which.
+
+``outline_cell(fig, query, key)`` frames one cell (the one the page explains) in a copy of
+the figure, so a cached figure is never modified.
 """
 
 from __future__ import annotations
@@ -39,12 +47,14 @@ from plotly.io.json import to_json_plotly
 from .common import f32, json_bytes
 from .heatmap import MAX_PAYLOAD_BYTES
 
-MAX_CLICK_CELLS = 128 * 128
+MAX_CLICK_CELLS = 160 * 160
 # heatmap z + labels + overlay: one figure stays within the heatmap's own payload budget
 MAX_CLICK_BYTES = MAX_PAYLOAD_BYTES
 CELLS = "cells"
 BLOCKED_CELLS = "cells: blocked"
 _LABEL = "#444444"  # hover label background of a heatmap cell (plotly's default line colour)
+SELECTED_CELL = "selected cell"  # name of outline_cell's frame (a layout shape)
+OUTLINE = "#ff8c00"  # dark orange: seen on white and dark blue weights, on blue and red scores
 
 
 def label_positions(labels) -> np.ndarray | None:
@@ -134,6 +144,9 @@ def clickable_cells(fig: go.Figure, max_cells: int = MAX_CLICK_CELLS,
     for t in traces:  # transparent whether selected or not (a click selects a marker)
         t.selected = dict(marker=dict(opacity=0))
         t.unselected = dict(marker=dict(opacity=0))
+        # Draw one SVG path per trace, not one per cell: hover and click-select read the
+        # trace's data, not its paths, so every cell still answers (see "Cost" above)
+        t.marker.maxdisplayed = 1
     for t in fig.data:  # the ✕ marks: the overlay answers their hover; a selection must
         if t.type == "scatter":  # not dim them either
             t.hoverinfo = "skip"
@@ -172,3 +185,37 @@ def _twin_axes(fig: go.Figure, xlab: list, ylab: list, xrange: list, yrange: lis
 def has_clickable_cells(fig: go.Figure) -> bool:
     """Whether `fig` carries the click targets of clickable_cells."""
     return any(t.type == "scatter" and t.name in (CELLS, BLOCKED_CELLS) for t in fig.data)
+
+
+def outline_cell(fig: go.Figure, query: int, key: int) -> go.Figure:
+    """A copy of `fig` with a thin orange frame (no fill) round the cell (query, key), in
+    absolute positions read from the labels as clickable_cells reads them (a zoom window's
+    offsets included); `fig` itself, unchanged, when that cell is not one of its cells
+    (outside a zoom window, a pooled map). `fig` may be a cached figure shared by every
+    session: it is never modified."""
+    hm = _heatmap(fig)
+    if hm is None:
+        return fig
+    qpos, kpos = label_positions(hm.y), label_positions(hm.x)
+    if qpos is None or kpos is None:
+        return fig
+    rows, cols = np.flatnonzero(qpos == int(query)), np.flatnonzero(kpos == int(key))
+    if not len(rows) or not len(cols):
+        return fig
+    r, c = int(rows[0]), int(cols[0])
+    # `fig` is valid already: building the copy without plotly's validation takes ~60 ms at
+    # 128 x 128 instead of ~200 ms (go.Figure(fig))
+    out = go.Figure(fig.to_dict(), _validate=False)
+    # on category axes a number is a cell index: cell (r, c) spans c ± 0.5, r ± 0.5
+    out.add_shape(type="rect", xref="x", yref="y", x0=c - 0.5, x1=c + 0.5, y0=r - 0.5,
+                  y1=r + 0.5, line=dict(color=OUTLINE, width=2), fillcolor="rgba(0,0,0,0)",
+                  layer="above", name=SELECTED_CELL)
+    return out
+
+
+def outlined_cell(fig: go.Figure) -> tuple[int, int] | None:
+    """(row, column) index of the cell outline_cell framed in `fig`, or None."""
+    for shape in fig.layout.shapes or ():
+        if shape.name == SELECTED_CELL:
+            return int(round(shape.y0 + 0.5)), int(round(shape.x0 + 0.5))
+    return None
