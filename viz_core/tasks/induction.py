@@ -49,9 +49,11 @@ LONG_SEQUENCES = {256: 16, 1024: 4, 8192: 1}  # sequences averaged at each lengt
 # seed. RoPE base 100: more rotary pairs turn fast enough to tell offset 1 from offsets 0 and
 # 2. The previous-token head is sharp (0.98) where training put first-half words, and
 # loses weight to <bos> at the positions it rarely saw there (queries past ~30), which is what
-# keeps its mean near 0.8; seed 2 of this recipe (make checkpoints) scores 0.87 and seeds 0
-# and 1 0.79 and 0.81. Longer training halves (up to 48 or 64 words) formed the circuit more
-# slowly and worse in the same steps.
+# keeps its mean near 0.8. The seed matters: seed 2 of this recipe (make checkpoints) scores
+# 0.87 and ablating it breaks the circuit; seed 0 scores 0.79, and in seed 1 (0.81) the other
+# layer-0 head partly stands in (ablated, the repeated half's loss only reaches 1.8). Longer
+# training halves (up to 48 or 64 words) formed the circuit more slowly and worse in the same
+# steps.
 DEFAULTS = dict(d_model=96, n_heads=2, n_layers=0, n_decoder_layers=2, d_ff=256,
                 dropout=0.0, max_len=8192, norm_first=True, positional="rope", norm="rmsnorm",
                 rope_base=100.0, steps=3000, batch_size=32, lr=5e-3, warmup=50, n_train=30_000, n_test=200,
