@@ -4,7 +4,8 @@ Click handling for pages (st.plotly_chart(fig, on_select="rerun", selection_mode
 - layer_head_grid / trace_grid: ``selected_cell(event.selection) -> (layer, head) | None``
 - beam_tree_figure: ``selected_node(event.selection) -> node id | None``
 - matrix_heatmap and its windows: ``cells.clickable_cells(fig)`` adds a click target per cell
-  (customdata [query, key]); attention_lab.ui.cells.clicked_cell reads the selection
+  (customdata [query, key]); attention_lab.ui.cells.clicked_cell reads the selection;
+  ``cells.outline_cell(fig, query, key)`` frames the explained cell in a copy of the figure
 """
 
 from .aggregates import (
