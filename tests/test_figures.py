@@ -60,17 +60,18 @@ def heat(fig):
 
 def test_heatmaps_leave_no_grey_frame_round_the_cells():
     """Streamlit's theme pads the plot area by 8 px (margin.pad) and the heatmap's grey
-    "blocked" background showed through as a frame round the cells: every figure sets the
-    pad to 0 itself, and keeps its own margins."""
+    "blocked" background showed through as a frame round the cells: a figure with a grey
+    plot background sets the pad to 0 itself, and keeps its own margins."""
     from viz_core.figures.heatmap import pooled_heatmap
 
     rng = np.random.default_rng(0)
     mask = np.triu(np.ones((5, 5), bool), 1)
     figs = [attention_heatmap(rand_pattern(rng, (5, 5), mask), SENT, SENT, mask=mask),
-            pooled_heatmap(rng.random((8, 8)), 4096, 4096, blocked=np.zeros((8, 8), bool)),
-            layer_head_grid(np.stack([rand_pattern(rng, (2, 5, 5))] * 2))]
+            pooled_heatmap(rng.random((8, 8)), 4096, 4096, blocked=np.eye(8, dtype=bool))]
     for fig in figs:
         assert fig.layout.margin.pad == 0
+    # a white plot shows no frame and keeps the pad (line charts: tick labels apart)
+    assert positional_curves(sinusoidal_table(16, 8), [0, 1]).layout.margin.pad is None
     assert figs[0].layout.plot_bgcolor != "white"  # the grey that would show
     assert figs[0].layout.margin.t is not None  # its own top margin is kept beside the pad
 

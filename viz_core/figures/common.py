@@ -162,9 +162,10 @@ def layout_dict(title: str | None = None, **kw) -> dict:
     """The layout base_layout would set, for go.Figure(traces, layout=...) in one pass."""
     if isinstance(title, str):
         title = title_dict(title)
-    if isinstance(kw.get("margin", {}), dict):
+    if kw.get("plot_bgcolor", "white") != "white" and isinstance(kw.get("margin", {}), dict):
         # Streamlit's theme pads the plot area by 8 px, which a heatmap's grey "blocked"
-        # background would show as a frame round the cells
+        # background would show as a frame round the cells (line charts keep the pad: it
+        # keeps their x and y tick labels apart at the corner)
         kw["margin"] = {"pad": 0, **kw.get("margin", {})}
     return dict(template=_TEMPLATE, title=title, **kw)
 
