@@ -9,7 +9,7 @@ import streamlit as st
 
 from attention_lab.ui import faithfulness, state
 from attention_lab.ui.alignment import show_alignment
-from attention_lab.ui.cells import chart_key, click_caption, on_cell_click
+from attention_lab.ui.cells import click_caption, clickable_chart
 from attention_lab.ui.charts import chart, download
 from attention_lab.ui.contributions import why_cell, why_this_cell
 from attention_lab.ui.controls import bounded_int, open_head, pick_head
@@ -25,7 +25,7 @@ from attention_lab.ui.runs import (
 from viz_core import trace_json, trace_npz
 from viz_core.analysis import heads as analysis
 from viz_core.figures.aggregates import block_aggregate_heatmap, rollout_bytes, rollout_figure
-from viz_core.figures.cells import clickable_cells, has_clickable_cells, outline_cell
+from viz_core.figures.cells import clickable_cells
 from viz_core.figures.grid import blocks_grid, selected_cell
 from viz_core.figures.headview import HEADVIEW_MAX, HEADVIEW_WINDOW, block_head_view
 from viz_core.figures.heatmap import (
@@ -86,11 +86,7 @@ with left:
     why = why_cell(sel, block, head)
     heatmap = figure("heatmap", (block.name, head, view),
                      lambda: clickable_cells(block_heatmap(block, head, view=view)))
-    clickable = has_clickable_cells(heatmap)
-    hm_key = chart_key("heatmap", why.cell)
-    chart(outline_cell(heatmap, *why.cell) if why.cell else heatmap, key=hm_key,
-          name=f"{block.name}-head{head}",
-          on_select=on_cell_click(hm_key) if clickable else "ignore")
+    clickable = clickable_chart(heatmap, "heatmap", f"{block.name}-head{head}", why.cell)
     st.caption("Rows are queries (top to bottom), columns are keys (left to right). Each row "
                "of weights sums to 1 over the keys it may attend to; blocked cells are 0."
                + ("" if long_block else " " + click_caption(clickable, n_q, n_k)))
@@ -111,11 +107,8 @@ with left:
                                  ZOOM_MAX if view == "weights" else ZOOM_MAX_SIGNED)
         zoom = figure("zoom", (block.name, head, view, rows, cols), lambda: clickable_cells(
             block_window_heatmap(block, head, rows, cols, view=view)))
-        zoom_clickable = has_clickable_cells(zoom)
-        zoom_key = chart_key("zoom", why.cell)
-        chart(outline_cell(zoom, *why.cell) if why.cell else zoom, key=zoom_key,
-              name=f"{block.name}-head{head}-zoom",
-              on_select=on_cell_click(zoom_key) if zoom_clickable else "ignore")
+        zoom_clickable = clickable_chart(zoom, "zoom", f"{block.name}-head{head}-zoom",
+                                         why.cell)
         st.caption(click_caption(zoom_clickable, rows[1] - rows[0], cols[1] - cols[0],
                                  window=True))
     why_this_cell(sel, block, head, why)  # "why does this head attend here?" (QK attribution)

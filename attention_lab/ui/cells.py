@@ -13,7 +13,9 @@ from collections.abc import Mapping
 
 import streamlit as st
 
-from viz_core.figures.cells import MAX_CLICK_CELLS
+from viz_core.figures.cells import MAX_CLICK_CELLS, has_clickable_cells, outline_cell
+
+from .charts import chart
 
 CLICKED = "_clicked_cell"  # session entry: the (query, key) of the last click, until taken
 
@@ -86,6 +88,18 @@ def chart_key(name: str, cell: tuple[int, int] | None) -> str:
     cell makes each handled click, and each picker change, start a new chart element whose
     selection is empty. The pickers and the toggle keep their own keys."""
     return name if cell is None else f"{name}-{int(cell[0])}-{int(cell[1])}"
+
+
+def clickable_chart(fig, key: str, name: str, cell: tuple[int, int] | None) -> bool:
+    """Draw a heatmap made clickable by figures.cells.clickable_cells: the explained `cell`
+    (None: none) framed in a copy of `fig` (which may be cached), the chart keyed by that
+    cell (chart_key), a click handed to take_click(). Returns whether its cells are
+    clickable (a pooled or too large map is drawn as it is)."""
+    clickable = has_clickable_cells(fig)
+    chart_id = chart_key(key, cell)
+    chart(outline_cell(fig, *cell) if cell else fig, key=chart_id, name=name,
+          on_select=on_cell_click(chart_id) if clickable else "ignore")
+    return clickable
 
 
 def take_click() -> tuple[int, int] | None:
