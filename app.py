@@ -11,7 +11,8 @@ from viz_core.capture.memory import reuse_freed_memory
 
 reuse_freed_memory()  # traces reuse freed memory instead of page-faulting fresh pages
 
-st.set_page_config(page_title="Attention Lab", page_icon=str(Path(__file__).parent / "assets" / "icon.png"), layout="wide")
+st.set_page_config(page_title="Attention Lab",
+                   page_icon=str(Path(__file__).parent / "assets" / "icon.png"), layout="wide")
 
 PAGES = st_pages()  # attention_lab/ui/navigation.py: one line per page, also the Home tour
 

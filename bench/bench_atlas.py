@@ -83,8 +83,8 @@ def throughput_rows(quick: bool) -> list[dict]:
                 data.write_text("\n".join(_texts(model, n_tokens, n)) + "\n")
                 shard = max(8, n // 8)
 
-                def cfg(engine, workers, tag, _tmp=tmp, _data=data, _shard=shard):
-                    return AtlasConfig(model=name, data=str(_data), out=f"{_tmp}/{tag}",
+                def cfg(engine, workers, tag, _tmp=tmp, _data=data, _shard=shard, _name=name):
+                    return AtlasConfig(model=_name, data=str(_data), out=f"{_tmp}/{tag}",
                                        engine=engine, workers=workers, probe=0, batch=8,
                                        shard_size=_shard)
 

@@ -50,13 +50,13 @@ def run(quick: bool = False) -> list[dict]:
             tokens = len(trace_of(model, text).target_tokens)  # what the model really read
             shape = "GPT-2-small-shaped" if not quick else "tiny GPT-2"
 
-            def attribution():
+            def attribution(model=model, text=text):
                 return model.logit_attribution(text)
 
-            def trace():
+            def trace(model=model, text=text):
                 return model.trace(text, max_new=0)
 
-            def lens():
+            def lens(model=model, text=text):
                 return model.logit_lens(text, k=5)
 
             a = attribution()

@@ -29,19 +29,43 @@ class PageSpec:
 
 PAGES: list[PageSpec] = [
     PageSpec("pages/home.py", "Home", ":material/home:", "", "This page: a tour and the model's card."),
-    PageSpec("pages/attention.py", "Attention", ":material/grid_on:", "attention", "Pick a block (encoder self, decoder self, cross), a layer and a head: rows are queries (top to bottom), columns are keys. Click a cell of the layer × head grid to open that head; compare heads in the head view; see mean/max over heads and the rollout."),
-    PageSpec("pages/inside.py", "Inside a head", ":material/calculate:", "inside", "Follow one query token from q and k through QKᵀ/√d_k, the mask and the softmax to the weighted sum of values."),
-    PageSpec("pages/block.py", "The whole block", ":material/stacks:", "block", "Heads split, concatenated and mixed by W_O, then residual + norm and the feed-forward; how large the residual stream is per layer and what each sublayer adds."),
-    PageSpec("pages/positional.py", "Positional encoding", ":material/waves:", "positional", "The model's own encoding (a table, or rotary), the sinusoids for any size, and sinusoidal vs rotary side by side."),
-    PageSpec("pages/masks.py", "Masks", ":material/visibility_off:", "masks", "Padding and causal masks on a batch of your sentences, and what they do to the scores."),
-    PageSpec("pages/pretraining.py", "Pretraining objectives", ":material/school:", "pretraining", "GPT, BERT, RoBERTa, span masking, UniLM, XLNet and more, each as its attention masks and its inputs and targets."),
-    PageSpec("pages/pairs.py", "Sentence pairs", ":material/join:", "pairs", "BERT's input for two sentences: [CLS]/[SEP], the segments, and the three embeddings that are added up."),
-    PageSpec("pages/relative.py", "Relative positions", ":material/straighten:", "relative", "T5's learned relative bias from the model's weights, and a Transformer-XL score split into its four terms."),
-    PageSpec("pages/beam.py", "Beam search", ":material/account_tree:", "beam", "The whole search tree; click a node to see what the model looked at when it chose that token."),
-    PageSpec("pages/heads.py", "Head analysis", ":material/analytics:", "heads", "Statistics per head, head similarity, and switching heads off."),
-    PageSpec("pages/heads_matter.py", "Which heads matter", ":material/troubleshoot:", "heads_matter", "Whether a head matters for the output and why it attends where it does: logit attribution, the logit lens, patching a clean run into a corrupted one, head composition, and a search for the heads that link two tokens."),
-    PageSpec("pages/compare.py", "Compare", ":material/compare:", "compare", "Two inputs or two models side by side, with their difference."),
-    PageSpec("pages/atlas.py", "Head atlas", ":material/map:", "atlas", "What every head does across a whole dataset, as a layer × head map."),
+    PageSpec("pages/attention.py", "Attention", ":material/grid_on:", "attention",
+             "Pick a block (encoder self, decoder self, cross), a layer and a head: rows are queries "
+             "(top to bottom), columns are keys. Click a cell of the layer × head grid to open that "
+             "head; compare heads in the head view; see mean/max over heads and the rollout."),
+    PageSpec("pages/inside.py", "Inside a head", ":material/calculate:", "inside",
+             "Follow one query token from q and k through QKᵀ/√d_k, the mask and the softmax to the "
+             "weighted sum of values."),
+    PageSpec("pages/block.py", "The whole block", ":material/stacks:", "block",
+             "Heads split, concatenated and mixed by W_O, then residual + norm and the feed-forward; how"
+             " large the residual stream is per layer and what each sublayer adds."),
+    PageSpec("pages/positional.py", "Positional encoding", ":material/waves:", "positional",
+             "The model's own encoding (a table, or rotary), the sinusoids for any size, and sinusoidal "
+             "vs rotary side by side."),
+    PageSpec("pages/masks.py", "Masks", ":material/visibility_off:", "masks",
+             "Padding and causal masks on a batch of your sentences, and what they do to the scores."),
+    PageSpec("pages/pretraining.py", "Pretraining objectives", ":material/school:", "pretraining",
+             "GPT, BERT, RoBERTa, span masking, UniLM, XLNet and more, each as its attention masks and "
+             "its inputs and targets."),
+    PageSpec("pages/pairs.py", "Sentence pairs", ":material/join:", "pairs",
+             "BERT's input for two sentences: [CLS]/[SEP], the segments, and the three embeddings that "
+             "are added up."),
+    PageSpec("pages/relative.py", "Relative positions", ":material/straighten:", "relative",
+             "T5's learned relative bias from the model's weights, and a Transformer-XL score split into"
+             " its four terms."),
+    PageSpec("pages/beam.py", "Beam search", ":material/account_tree:", "beam",
+             "The whole search tree; click a node to see what the model looked at when it chose that "
+             "token."),
+    PageSpec("pages/heads.py", "Head analysis", ":material/analytics:", "heads",
+             "Statistics per head, head similarity, and switching heads off."),
+    PageSpec("pages/heads_matter.py", "Which heads matter", ":material/troubleshoot:", "heads_matter",
+             "Whether a head matters for the output and why it attends where it does: logit attribution,"
+             " the logit lens, patching a clean run into a corrupted one, head composition, and a search"
+             " for the heads that link two tokens."),
+    PageSpec("pages/compare.py", "Compare", ":material/compare:", "compare",
+             "Two inputs or two models side by side, with their difference."),
+    PageSpec("pages/atlas.py", "Head atlas", ":material/map:", "atlas",
+             "What every head does across a whole dataset, as a layer × head map."),
 ]
 
 

@@ -5,8 +5,9 @@
 - SentencePiece (T5, Marian): also unchanged; "▁" already marks a word start.
 - Byte-level BPE (GPT-2, RoBERTa, BART): tokens are spelled in GPT-2's byte-to-unicode alphabet
   ("Ġthe", "Ċ", "Ã©"). We map them back to bytes, decode UTF-8 and show a leading space as "▁"
-  (the SentencePiece convention), a newline as "↵" and other control bytes as "<0x15>". A token that ends inside a multi-byte
-  character cannot be decoded alone and is shown as the model spells it.
+  (the SentencePiece convention), a newline as "↵" and other control bytes as "<0x15>". A token
+  that ends inside a multi-byte character cannot be decoded alone and is shown as the model
+  spells it.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Loading Hugging Face models for the HF backend: "minilm", local folders and Hub ids.
 
-Always ``attn_implementation="attention_lab"`` (viz_core.capture.recorder: SDPA for the output, our
-recording of q, k, v and the mask), ``trust_remote_code=False`` and safetensors weights only (nothing a user points us at is
-unpickled). Every failure becomes a ModelLoadError whose message names what was asked for.
+Always ``attn_implementation="attention_lab"`` (viz_core.capture.recorder: SDPA for the output,
+our recording of q, k, v and the mask), ``trust_remote_code=False`` and safetensors weights only
+(nothing a user points us at is unpickled). Every failure becomes a ModelLoadError whose message names what was asked for.
 """
 
 from __future__ import annotations
