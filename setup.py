@@ -11,6 +11,7 @@ top of site-packages:
     attention_lab/app/pages/      pages/*.py
     attention_lab/app/assets/     assets/*
     attention_lab/app/.streamlit/ .streamlit/config.toml
+    attention_lab/app/deploy/     deploy/nginx.conf.template (attention-lab serve)
 
 A new folder under viz_core/ or attention_lab/ with an __init__.py is found by itself
 (tests/test_package.py checks that the wheel holds every module of both).
@@ -38,7 +39,7 @@ setup(
               APP, f"{APP}.pages", "viz_core.checkpoints"],
     package_dir={APP: ".", f"{APP}.pages": "pages", "viz_core.checkpoints": "checkpoints"},
     package_data={
-        APP: ["assets/*", ".streamlit/config.toml"],
+        APP: ["assets/*", ".streamlit/config.toml", "deploy/nginx.conf.template"],
         "viz_core.checkpoints": ["*/*.json", "*/*.safetensors"],
     },
     include_package_data=False,

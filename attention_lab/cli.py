@@ -5,6 +5,7 @@
     attention-lab atlas --model M --data FILE --out DIR ...   (python -m viz_core.atlas)
     attention-lab models                                 shipped and supported models
     attention-lab check --model M [--text T]             load, trace, faithfulness check
+    attention-lab serve --replicas N --port P            N app processes behind nginx (serve.py)
 
 Every failure is one line on stderr and a non-zero exit (1; 2 for a usage error), never a
 traceback.
@@ -228,6 +229,10 @@ def parser() -> argparse.ArgumentParser:
     ch.add_argument("--target", help="teacher-forced output")
     ch.add_argument("--device", default="auto", help="auto (default), cpu, cuda, ...")
     ch.set_defaults(func=cmd_check)
+
+    from attention_lab.serve import add_parser as add_serve_parser
+
+    add_serve_parser(sub)  # `serve`: attention_lab/serve.py
     return ap
 
 
