@@ -7,7 +7,7 @@ import streamlit as st
 from attention_lab.ui import state
 from attention_lab.ui.bleu import show_nbest_bleu
 from attention_lab.ui.charts import chart, download
-from attention_lab.ui.controls import bounded_float, bounded_int
+from attention_lab.ui.controls import url_number, url_select
 from attention_lab.ui.errors import literal, reported
 from attention_lab.ui.page import selection
 from attention_lab.ui.runs import BeamRequest, get_beam
@@ -23,21 +23,20 @@ if not sel.model.can_generate:
     st.stop()
 
 c1, c2, c3, c4 = st.columns(4)
-beam_size = bounded_int("Beam size", "beam", 4, 1, 16, container=c1,
-                        help="1 is greedy search.")
-max_new_tokens = bounded_int("Max new tokens", "max_len", 24, 1, 256, container=c2)
-length_penalty = bounded_float("Length penalty", "lp", 1.0, -2.0, 5.0, 0.25, container=c3,
-                               help="score = sum of log-probs / length ** penalty")
-state.widget_default("early", state.url_choice("early", ["False", "True", "never"], "False"))
-c4.selectbox("Early stopping", ["False", "True", "never"], key="early",
-             help="As in Hugging Face generate: True stops once beam_size hypotheses are "
-                  "finished; False stops when no live beam can still beat them.")
+beam_size = url_number("Beam size", "beam", 4, 1, 16, container=c1,
+                       help="1 is greedy search.")
+max_new_tokens = url_number("Max new tokens", "max_len", 24, 1, 256, container=c2)
+length_penalty = url_number("Length penalty", "lp", 1.0, -2.0, 5.0, step=0.25, container=c3,
+                            help="score = sum of log-probs / length ** penalty")
+early = url_select("Early stopping", "early", ["False", "True", "never"], container=c4,
+                   help="As in Hugging Face generate: True stops once beam_size hypotheses "
+                        "are finished; False stops when no live beam can still beat them.")
 prefix = state.widget_default("prefix", state.url_text("prefix", ""), typed=True)
 st.text_input("Force the output to start with (optional)", prefix, key="prefix",
               help="What if it had started with …? The search continues after these tokens.")
-state.to_url(early=st.session_state.early, prefix=st.session_state.prefix)
+state.to_url(prefix=st.session_state.prefix)
 state.show_notices()
-early = {"False": False, "True": True, "never": "never"}[st.session_state.early]
+early = {"False": False, "True": True, "never": "never"}[early]
 prefix = st.session_state.prefix.strip() or None
 
 request = BeamRequest.of(sel, beam_size=beam_size, max_new_tokens=max_new_tokens,

@@ -5,7 +5,7 @@ import streamlit as st
 
 from attention_lab.ui import state
 from attention_lab.ui.charts import chart, download
-from attention_lab.ui.controls import bounded_int
+from attention_lab.ui.controls import url_number, url_select
 from attention_lab.ui.errors import literal, reported
 from attention_lab.ui.generation import for_model
 from attention_lab.ui.page import selection, show_trace_messages
@@ -17,9 +17,7 @@ from viz_core.figures.heatmap import block_heatmap, matrix_heatmap
 sel = selection()
 st.title("Compare")
 modes = ["two inputs", "two models"]
-state.widget_default("cmp_mode", state.url_choice("cmp_mode", modes, modes[0]))
-mode = st.radio("Compare", modes, horizontal=True, key="cmp_mode")
-state.to_url(cmp_mode=mode)
+mode = url_select("Compare", "cmp_mode", modes, widget="radio", horizontal=True)
 if mode == "two inputs":
     text_b = state.widget_default("text_b", state.url_text("text_b", sel.text), typed=True)
     st.text_input("Second input", text_b, key="text_b")
@@ -27,11 +25,7 @@ if mode == "two inputs":
     runs = [(sel.model_name, sel.text), (sel.model_name, st.session_state.text_b)]
 else:
     others = [m for m in model_choices() if m != sel.model_name] or [sel.model_name]
-    state.widget_default("model_b", state.url_choice("model_b", others, others[0]))
-    if st.session_state.model_b not in others:
-        st.session_state.model_b = others[0]
-    model_b = st.selectbox("Second model", others, key="model_b")
-    state.to_url(model_b=model_b)
+    model_b = url_select("Second model", "model_b", others)
     runs = [(sel.model_name, sel.text), (model_b, sel.text)]
 
 traces = []
@@ -45,15 +39,11 @@ if not common:
     st.warning("These two models share no kind of attention block to compare.")
     st.stop()
 c1, c2, c3 = st.columns([2, 1, 1])
-state.widget_default("cmp_kind", state.url_choice("cmp_kind", common, common[0]))
-if st.session_state.cmp_kind not in common:
-    st.session_state.cmp_kind = common[0]
-block_kind = c1.selectbox("Block", common, key="cmp_kind")
+block_kind = url_select("Block", "cmp_kind", common, container=c1)
 n_layers = min(len(t.layers(block_kind)) for t in traces)
 n_heads = min(t.layers(block_kind)[0].n_heads for t in traces)
-layer = bounded_int("Layer", "cmp_layer", 0, 0, n_layers - 1, container=c2)
-head = bounded_int("Head", "cmp_head", 0, 0, n_heads - 1, container=c3)
-state.to_url(cmp_kind=block_kind)
+layer = url_number("Layer", "cmp_layer", 0, 0, n_layers - 1, container=c2)
+head = url_number("Head", "cmp_head", 0, 0, n_heads - 1, container=c3)
 state.show_notices()
 blocks = [t.layers(block_kind)[int(layer)] for t in traces]
 

@@ -5,7 +5,7 @@ import streamlit as st
 
 from attention_lab.ui import state
 from attention_lab.ui.charts import chart, download
-from attention_lab.ui.controls import bounded_int, pick_head
+from attention_lab.ui.controls import pick_head, url_number, url_select
 from attention_lab.ui.errors import literal
 from attention_lab.ui.page import selection, show_trace_messages
 from viz_core import npz_bytes
@@ -32,12 +32,9 @@ if block.q is None:
 
 labels = choice_labels(block.query_tokens)
 n_q = len(labels)
-state.widget_default("query", state.url_int("query", min(1, n_q - 1), 0, n_q - 1))
-st.session_state.query = max(0, min(int(st.session_state.query), n_q - 1))
-st.selectbox("Query token", list(range(n_q)), key="query", format_func=lambda i: labels[i])
-state.to_url(query=st.session_state.query)
+qi = url_select("Query token", "query", range(n_q), min(1, n_q - 1),
+                format_func=lambda i: labels[i])
 state.show_notices()
-qi = int(st.session_state.query)
 
 d_k = block.q.shape[-1]
 cap = block.softcap
@@ -104,8 +101,8 @@ if st.session_state.scoring:
     c_dk.select_slider("d_k of the random experiment", scoring.DK_CHOICES, key="dk",
                        help=f"This head's own d_k is {d_k}.")
     state.to_url(dk=st.session_state.dk)
-    seed = bounded_int("Seed", "score_seed", 0, 0, 9999, container=c_seed,
-                       help="Draws the additive scorer's weights and the random q and keys.")
+    seed = url_number("Seed", "score_seed", 0, 0, 9999, container=c_seed,
+                      help="Draws the additive scorer's weights and the random q and keys.")
     state.show_notices()
     dk = int(st.session_state.dk)
 

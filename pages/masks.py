@@ -4,7 +4,7 @@ import streamlit as st
 
 from attention_lab.ui import state
 from attention_lab.ui.charts import chart, download
-from attention_lab.ui.controls import bounded_int
+from attention_lab.ui.controls import url_number, url_select
 from attention_lab.ui.page import selection, show_trace_messages
 from attention_lab.ui.runs import BatchRequest, get_batch
 from viz_core import npz_bytes
@@ -49,24 +49,18 @@ chart(batch_masks_figure([b.mask for b in firsts], [b.query_tokens for b in firs
                          title=f"{kind} masks of the padded batch"),
       key="mask_batch_fig", name="padding-batch")
 
-state.widget_default("mask_sentence", state.url_int("mask_sentence", 0, 0, len(sentences) - 1))
-st.session_state.mask_sentence = min(int(st.session_state.mask_sentence), len(sentences) - 1)
-choice = st.selectbox("Sentence", list(range(len(sentences))), key="mask_sentence",
-                      format_func=lambda i: sentences[i][:60])
+choice = url_select("Sentence", "mask_sentence", range(len(sentences)),
+                    format_func=lambda i: sentences[i][:60])
 trace = traces[choice]
 block_names = [b.name for k in trace.kinds() for b in trace.layers(k)]
 default_block = trace.layers(kind)[0].name
-state.widget_default("mask_block", state.url_choice("mask_block", block_names, default_block))
-if st.session_state.mask_block not in block_names:
-    st.session_state.mask_block = default_block
-name = st.selectbox("Block", block_names, key="mask_block")
+name = url_select("Block", "mask_block", block_names, default_block)
 block = trace[name]
 chart(mask_parts_figure(block.mask, block.query_tokens, block.key_tokens,
                         causal=block.kind == "decoder.self", window=block.window_size),
       key="mask_union", name="mask-union")
 st.caption(f"{name}: {span_label(block.window_size)}")
-head = bounded_int("Head", "mask_head", 0, 0, block.n_heads - 1)
-state.to_url(mask_sentence=choice, mask_block=name)
+head = url_number("Head", "mask_head", 0, 0, block.n_heads - 1)
 state.show_notices()
 if block.scores is None:
     st.info("This model family does not expose pre-softmax scores; only the masks are shown.")

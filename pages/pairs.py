@@ -4,7 +4,7 @@ import streamlit as st
 
 from attention_lab.ui import state
 from attention_lab.ui.charts import chart
-from attention_lab.ui.controls import bounded_int
+from attention_lab.ui.controls import url_number, url_select
 from attention_lab.ui.page import selection, show_trace_messages
 from attention_lab.ui.pairs import embedding_parts, pair_trace
 from viz_core.figures.common import choice_labels
@@ -39,8 +39,8 @@ parts = embedding_parts(sel, pair)
 kind = trace.kinds()[0]
 layers = trace.layers(kind)
 c1, c2 = st.columns(2)
-layer = bounded_int("Layer", "pair_layer", 0, 0, len(layers) - 1, container=c1)
-head = bounded_int("Head", "pair_head", 0, 0, layers[layer].n_heads - 1, container=c2)
+layer = url_number("Layer", "pair_layer", 0, 0, len(layers) - 1, container=c1)
+head = url_number("Head", "pair_head", 0, 0, layers[layer].n_heads - 1, container=c2)
 state.show_notices()
 block = layers[layer]
 segments = parts.segments if len(parts.segments) == len(block.key_tokens) else \
@@ -56,9 +56,5 @@ if not parts.has_segments:
 st.dataframe(parts_rows(parts), hide_index=True, width="stretch")
 chart(embedding_norms_figure(parts), key="pair_norms", name="embedding-norms")
 labels = choice_labels(parts.tokens)
-state.widget_default("pair_token", state.url_int("pair_token", 0, 0, len(labels) - 1))
-st.session_state.pair_token = max(0, min(int(st.session_state.pair_token), len(labels) - 1))
-i = st.selectbox("Token", list(range(len(labels))), key="pair_token",
-                 format_func=lambda j: labels[j])
-state.to_url(pair_token=i)
+i = url_select("Token", "pair_token", range(len(labels)), format_func=lambda j: labels[j])
 chart(embedding_rows_figure(parts, i), key="pair_rows", name="embedding-rows")

@@ -6,8 +6,9 @@ import streamlit as st
 
 from attention_lab.ui import state
 from attention_lab.ui.charts import chart, download
-from attention_lab.ui.controls import bounded_int
+from attention_lab.ui.controls import url_number
 from attention_lab.ui.page import selection, show_trace_messages
+from attention_lab.ui.rope import show_rope
 from viz_core import npz_bytes
 from viz_core.figures.positional import (
     positional_curves,
@@ -16,94 +17,9 @@ from viz_core.figures.positional import (
     sinusoidal_table,
     wavelength_figure,
 )
-from viz_core.figures.rope import (
-    angle_curves,
-    angle_heatmap,
-    decay_figure,
-    frequency_figure,
-    pair_rotation_figure,
-    rotary_score_figure,
-)
+from viz_core.figures.rope import rotary_score_figure
 from viz_core.lessons.positions import sinusoid_layout, whole_table
-from viz_core.lessons.rope import (
-    decay_bound,
-    pair_demo,
-    rope_frequencies,
-    rope_specs,
-    rotary_scores,
-)
-
-ROPE_FORMULA = (r"f(\mathbf{x}, m)_{(i,\,i+d/2)} = \begin{pmatrix}\cos m\theta_i & "
-                r"-\sin m\theta_i\\ \sin m\theta_i & \cos m\theta_i\end{pmatrix}"
-                r"\begin{pmatrix}x_i\\ x_{i+d/2}\end{pmatrix},\qquad "
-                r"\theta_i = \text{base}^{-2i/d},\qquad "
-                r"\langle f(\mathbf{q}, m), f(\mathbf{k}, n)\rangle = "
-                r"g(\mathbf{q}, \mathbf{k}, m - n)")
-EXAMPLE_Q, EXAMPLE_K = np.array([1.0, 0.25]), np.array([0.55, 0.8])  # one query / key pair
-
-
-def show_rope(specs) -> None:
-    """The model's rotary embedding, read from its own config."""
-    if len(specs) > 1:
-        names = [s.layer_type for s in specs]
-        chosen = st.selectbox("Layer type", names, key="rope_layer_type",
-                              help="This model uses a different RoPE on each kind of layer.")
-        spec = specs[names.index(chosen)]
-    else:
-        spec = specs[0]
-    st.latex(ROPE_FORMULA)
-    scaling = "none" if not spec.scaled else f"{spec.rope_type} " + ", ".join(
-        f"{k} = {v}" for k, v in sorted(spec.parameters.items()) if v is not None)
-    st.caption(
-        f"Rotary position embeddings: nothing is added to the embeddings; every "
-        f"self-attention turns q and k by their positions. base = {spec.base:g}, "
-        f"d = {spec.dim} rotated dimensions of {spec.head_dim} per head "
-        f"({spec.pairs} pairs, paired (i, i + d/2)), scaling: {scaling}"
-        + (f", cos/sin × {spec.attention_factor:.4g}" if spec.attention_factor != 1 else "")
-        + f". Read from {spec.source}.")
-    chart(frequency_figure(spec), key="rope_freq", name="rope-frequencies")
-    longest = spec.max_positions or 4096
-    c1, c2 = st.columns(2)
-    n_pos = bounded_int("Positions", "rope_len", min(128, longest), 2, min(longest, 4096),
-                        container=c1)
-    pairs = c2.multiselect("Pairs", list(range(spec.pairs)), key="rope_pairs",
-                           default=sorted({0, 1, spec.pairs // 4, spec.pairs - 1}))
-    freqs = spec.frequencies
-    if pairs:
-        chart(angle_curves(freqs, pairs, n_pos), key="rope_angles", name="rope-angles")
-    chart(angle_heatmap(freqs, n_pos), key="rope_angle_map", name="rope-angle-heatmap")
-
-    st.subheader("One query and one key pair, rotated")
-    c1, c2, c3, c4 = st.columns(4)
-    i = bounded_int("Pair i", "rope_pair", min(1, spec.pairs - 1), 0, spec.pairs - 1,
-                    container=c1)
-    m = bounded_int("Query position m", "rope_m", 3, 0, 100_000, container=c2)
-    n = bounded_int("Key position n", "rope_n", 1, 0, 100_000, container=c3)
-    shift = bounded_int("Shift both by", "rope_shift", 5, 0, 100_000, container=c4)
-    demo = pair_demo(EXAMPLE_Q, EXAMPLE_K, float(freqs[i]), m, n, shift)
-    chart(pair_rotation_figure(demo), key="rope_pair_fig", name="rope-pair")
-    st.caption(f"Pair {i} turns by θ = {freqs[i]:.4g} rad per position. Shifting both "
-               f"positions by {shift} turns q and k by the same angle, so the angle between "
-               f"them, and q·k, stay the same: q·k depends only on m − n = {m - n}.")
-    rng = np.random.default_rng(0)
-    q, k = rng.standard_normal(spec.dim), rng.standard_normal(spec.dim)
-    chart(rotary_score_figure(rotary_scores(q, k, freqs, min(n_pos, 64)),
-                              title="q·k for one random q and k at every (m, n): constant "
-                                    "along diagonals"),
-          key="rope_scores", name="rope-scores")
-
-    st.subheader("Long-range decay")
-    st.latex(r"\Big|\sum_{i} h_i e^{\mathrm{i}(m-n)\theta_i}\Big| \le "
-             r"\max_i |h_{i+1} - h_i| \sum_{j=1}^{d/2} |S_j|,\qquad "
-             r"S_j = \sum_{k=0}^{j-1} e^{\mathrm{i}(m-n)\theta_k}")
-    distances = np.arange(0, max(256, n_pos))
-    curves = {"this model" + (f" ({spec.rope_type})" if spec.scaled else ""):
-              decay_bound(freqs, distances)}
-    if spec.scaled:
-        curves["without scaling"] = decay_bound(spec.default_inv_freq, distances)
-    chart(decay_figure(distances, curves), key="rope_decay", name="rope-decay")
-    st.caption("RoFormer, section 3.4.3: the relative upper bound (1/(d/2))·Σⱼ|Sⱼ| of q·k "
-               "shrinks, with oscillations, as the distance between query and key grows.")
+from viz_core.lessons.rope import rope_frequencies, rope_specs, rotary_scores
 
 sel = selection()
 st.title("Positional encoding")
@@ -139,9 +55,9 @@ with tab_model:
                    f"table has {n_pos} positions × {d} dimensions; this input uses positions "
                    f"0–{n_input - 1} (marked).")
         c1, c2 = st.columns(2)
-        lo = bounded_int("From position", "pe_from", 0, 0, n_pos - 1, container=c1)
-        hi = bounded_int("To position", "pe_to", min(n_pos, 512) - 1, 0, n_pos - 1,
-                         container=c2, help="The whole table by default (up to 512 rows).")
+        lo = url_number("From position", "pe_from", 0, 0, n_pos - 1, container=c1)
+        hi = url_number("To position", "pe_to", min(n_pos, 512) - 1, 0, n_pos - 1,
+                        container=c2, help="The whole table by default (up to 512 rows).")
         if hi < lo:
             st.info(f"'To' is before 'From': showing positions {hi}–{lo}.")
             lo, hi = hi, lo
@@ -171,9 +87,9 @@ with tab_model:
 
 with tab_formula:
     c1, c2 = st.columns(2)
-    d_model = bounded_int("d_model", "pe_d", 128, 2, 1024, container=c1,
-                          help="Width of the model (even numbers show sin/cos pairs).")
-    length = bounded_int("Positions", "pe_len", 100, 1, 2048, container=c2)
+    d_model = url_number("d_model", "pe_d", 128, 2, 1024, container=c1,
+                         help="Width of the model (even numbers show sin/cos pairs).")
+    length = url_number("Positions", "pe_len", 100, 1, 2048, container=c2)
     state.show_notices()
     table = sinusoidal_table(length, d_model)
     dims = st.multiselect("Dimensions", list(range(d_model)),
@@ -197,11 +113,11 @@ with tab_formula:
 
 with tab_compare:
     c1, c2, c3 = st.columns(3)
-    d_cmp = bounded_int("d (even)", "cmp_d", 64, 2, 512, container=c1,
-                        help="d_model of the sinusoidal table; head dimension for RoPE.")
+    d_cmp = url_number("d (even)", "cmp_d", 64, 2, 512, container=c1,
+                       help="d_model of the sinusoidal table; head dimension for RoPE.")
     d_cmp -= d_cmp % 2
-    n_cmp = bounded_int("Positions", "cmp_len", 48, 2, 256, container=c2)
-    base = bounded_int("Base", "cmp_base", 10000, 2, 10_000_000, container=c3)
+    n_cmp = url_number("Positions", "cmp_len", 48, 2, 256, container=c2)
+    base = url_number("Base", "cmp_base", 10000, 2, 10_000_000, container=c3)
     theta = rope_frequencies(d_cmp, base)
     pe = sinusoidal_table(n_cmp, d_cmp) if base == 10000 else None
     c1, c2 = st.columns(2)

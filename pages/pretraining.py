@@ -4,7 +4,7 @@ import streamlit as st
 
 from attention_lab.ui import state
 from attention_lab.ui.charts import chart
-from attention_lab.ui.controls import bounded_int
+from attention_lab.ui.controls import url_number, url_select
 from attention_lab.ui.errors import literal
 from attention_lab.ui.page import selection, show_trace_messages
 from viz_core.figures.pretraining import objective_figure, objective_rows
@@ -36,11 +36,9 @@ if total > len(tokens):
     st.caption(f"The text has {total} tokens; the lessons use the first {len(tokens)}.")
 
 c1, c2 = st.columns([3, 1])
-state.widget_default("pt_scheme", state.url_choice("pt_scheme", SCHEMES, SCHEMES[0]))
-scheme = c1.selectbox("Objective", SCHEMES, key="pt_scheme")
-seed = bounded_int("Seed", "pt_seed", 0, 0, 9999, container=c2,
-                   help="The random draw (positions, spans, orders) comes from this seed.")
-state.to_url(pt_scheme=scheme)
+scheme = url_select("Objective", "pt_scheme", SCHEMES, container=c1)
+seed = url_number("Seed", "pt_seed", 0, 0, 9999, container=c2,
+                  help="The random draw (positions, spans, orders) comes from this seed.")
 n = len(tokens)
 vocab = sorted(set(tokens))
 
@@ -83,9 +81,9 @@ elif scheme == "XLNet":
     state.to_url(pt_order=raw)
     objectives = [pt.xlnet(tokens, order)]
 elif scheme == "MASS":
-    k = bounded_int("Span length k", "pt_k", max(1, n // 2), 1, n,
-                    help="k = 1 is BERT-like (one token, bidirectional context); k = n is "
-                         "GPT-like (the encoder sees nothing, the decoder is a language model).")
+    k = url_number("Span length k", "pt_k", max(1, n // 2), 1, n,
+                   help="k = 1 is BERT-like (one token, bidirectional context); k = n is "
+                        "GPT-like (the encoder sees nothing, the decoder is a language model).")
     objectives = [pt.mass(tokens, k, seed=seed)]
 elif scheme == "T5 span corruption":
     objectives = [pt.t5_span_corruption(tokens, seed)]

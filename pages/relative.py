@@ -5,7 +5,7 @@ import streamlit as st
 
 from attention_lab.ui import state
 from attention_lab.ui.charts import chart
-from attention_lab.ui.controls import bounded_int
+from attention_lab.ui.controls import url_number, url_select
 from attention_lab.ui.page import selection
 from attention_lab.ui.runs import TraceRequest, get_trace
 from viz_core.errors import InputError
@@ -30,16 +30,14 @@ with tab_t5:
         st.info("T5's bias is a learned table in a T5 model's weights: load a T5 model "
                 "(a folder path or Hub id in the sidebar) to see it.")
     else:
-        state.widget_default("rel_stack", state.url_choice("rel_stack", stacks, stacks[0]))
         c1, c2, c3 = st.columns(3)
-        stack = c1.selectbox("Stack", stacks, key="rel_stack",
-                             help="The encoder's bias is bidirectional; the decoder's only "
-                                  "tells keys before the query apart.")
-        state.to_url(rel_stack=stack)
+        stack = url_select("Stack", "rel_stack", stacks, container=c1,
+                           help="The encoder's bias is bidirectional; the decoder's only "
+                                "tells keys before the query apart.")
         bias = rp.t5_bias_from_model(hf, stack)
         n_heads = bias.weight.shape[1]
-        n = bounded_int("Positions", "rel_n", 16, 2, 256, container=c2)
-        head = bounded_int("Head", "rel_head", 0, 0, n_heads - 1, container=c3)
+        n = url_number("Positions", "rel_n", 16, 2, 256, container=c2)
+        head = url_number("Head", "rel_head", 0, 0, n_heads - 1, container=c3)
         state.show_notices()
         st.caption(f"{bias.weight.shape[0]} buckets, max distance {bias.max_distance}: "
                    "distances below half the buckets get their own bucket, longer ones share "
@@ -58,7 +56,7 @@ with tab_xl:
     if len(words) < 2:
         st.warning("Type at least two words in the sidebar.")
     else:
-        seed = bounded_int("Seed of the toy weights", "rel_seed", 0, 0, 9999)
+        seed = url_number("Seed of the toy weights", "rel_seed", 0, 0, 9999)
         state.show_notices()
         st.latex(r"A_{ij} = \underbrace{q_i^\top k_j}_{a} + \underbrace{q_i^\top r_{i-j}}_{b}"
                  r" + \underbrace{u^\top k_j}_{c} + \underbrace{v^\top r_{i-j}}_{d}")
@@ -88,7 +86,7 @@ with tab_order:
         st.warning("Type at least two tokens in the sidebar to shuffle them.")
         st.stop()
     c1, c2 = st.columns([1, 2])
-    seed = bounded_int("Shuffle seed", "order_seed", 0, 0, 9999, container=c1)
+    seed = url_number("Shuffle seed", "order_seed", 0, 0, 9999, container=c1)
     order = vo.seeded_order(n, seed)
     example = " ".join(map(str, reversed(range(min(n, 6))))) + (" …" if n > 6 else "")
     typed = c2.text_input(f"…or your own order of the {n} tokens (e.g. {example})",
@@ -135,9 +133,9 @@ with tab_order:
                    f"{worst:.1e} in every head of every layer. Positions on: up to "
                    f"{max(diffs[True]):.2f}.")
     c1, c2 = st.columns(2)
-    layer = bounded_int("Layer", "order_layer", 0, 0, len(layers) - 1, container=c1)
-    head = bounded_int("Head", "order_head", 0, 0, base[layers[layer]].n_heads - 1,
-                       container=c2)
+    layer = url_number("Layer", "order_layer", 0, 0, len(layers) - 1, container=c1)
+    head = url_number("Head", "order_head", 0, 0, base[layers[layer]].n_heads - 1,
+                      container=c2)
     cols = st.columns(2)
     for col, pos in zip(cols, (True, False)):
         if pos not in runs:

@@ -26,3 +26,8 @@ def download(label: str, data, file_name: str, mime: str, key: str) -> None:
     """A download button; `data` may be a callable so big files are built only on click."""
     st.download_button(label, data, file_name=file_name, mime=mime, key=key,
                        on_click="ignore", icon=":material/download:")
+
+
+def download_csv(label: str, frame, file_name: str, key: str) -> None:
+    """A DataFrame as a CSV download (built on click)."""
+    download(label, lambda: frame.to_csv(index=False), file_name, "text/csv", key)

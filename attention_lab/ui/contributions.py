@@ -1,9 +1,9 @@
-"""Runs for "Which heads matter": typed requests in, cached results out (like ui.runs).
+"""What "Which heads matter" and the Attention page's cell action share: `attempt`, head
+search and the suggested corruption (cached), the NPZ exports, and the QK view of one cell.
 
-Every request is a frozen dataclass holding every setting that changes the result, so it is
-its own cache key. Results are shared by every session (st.cache_resource: read-only
-DataFrames and numpy arrays; pages must not modify them), except the small head-search and
-corruption answers (st.cache_data).
+The model's analyses themselves (logit attribution, the logit lens, patching, composition, QK
+attribution) run through the one cached entry ``ui.runs.run_analysis(AnalysisRequest)``.
+Head search reads a trace, not the model: ``SearchRequest`` is its own cache key.
 
 ``attempt`` shows a failure as a message *without* stopping the page: one section failing
 (a post-norm model has no logit attribution; a contrast token equal to the target) leaves the
@@ -12,7 +12,6 @@ other sections working.
 
 from __future__ import annotations
 
-import io
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -23,73 +22,9 @@ import viz_core as vc
 
 from .charts import chart, download
 from .errors import literal, log
-from .runs import TraceRequest, get_model, get_trace
+from .runs import AnalysisRequest, TraceRequest, get_model, get_trace, run_analysis
 
-# a model whose stream is no sum of components (post-norm, no unembedding): said as a notice
-_NOT_DECOMPOSABLE = getattr(vc.errors, "DecompositionError", ())
 CACHE = 16
-POSITIONS_MAX = 64  # tokens up to which per-position patching (layers x positions runs) is run
-
-
-@dataclass(frozen=True)
-class TargetRequest:
-    """What to explain: the logit of `token` (None: the model's prediction) at `position`
-    of the decoder input, minus that of `against` when given."""
-
-    model_name: str
-    device: str
-    text: str
-    target: str | None = None
-    position: int = -1
-    token: str | None = None
-    against: str | None = None
-
-    def __post_init__(self):
-        object.__setattr__(self, "target", self.target or None)
-        object.__setattr__(self, "token", self.token or None)
-        object.__setattr__(self, "against", self.against or None)
-
-    def options(self) -> dict:
-        return {"position": self.position, "token": self.token, "against": self.against}
-
-
-@dataclass(frozen=True)
-class PatchRequest:
-    """Activation ("activation") or attribution ("attribution") patching of one pair."""
-
-    model_name: str
-    device: str
-    clean: str
-    corrupted: str
-    target: str | None = None
-    position: int = -1
-    token: str | None = None
-    against: str | None = None
-    over: str = "heads"
-    method: str = "activation"
-
-    def __post_init__(self):
-        object.__setattr__(self, "target", self.target or None)
-        object.__setattr__(self, "token", self.token or None)
-        object.__setattr__(self, "against", self.against or None)
-
-    def options(self) -> dict:
-        return {"target": self.target, "token": self.token, "against": self.against,
-                "position": self.position, "over": self.over}
-
-
-@dataclass(frozen=True)
-class QKRequest:
-    """One pre-softmax score cell of one head, split into (query x key component) terms."""
-
-    model_name: str
-    device: str
-    text: str
-    target: str | None
-    block: str
-    head: int
-    query: int
-    key: int
 
 
 @dataclass(frozen=True)
@@ -113,7 +48,7 @@ def attempt(what: str, patching_hint: str = PATCHING_HINT):
     `patching_hint`: where to patch instead, after a model's "no such sum" notice."""
     try:
         yield
-    except _NOT_DECOMPOSABLE as err:  # not a failure: this model has no such sum
+    except vc.errors.DecompositionError as err:  # not a failure: this model has no such sum
         st.info(literal(err) + patching_hint, icon="ℹ️")
     except vc.VizError as err:
         if err.__cause__ is not None:
@@ -124,63 +59,6 @@ def attempt(what: str, patching_hint: str = PATCHING_HINT):
         st.error(f"Something went wrong while {literal(what)} ({type(err).__name__}). "
                  "Try another input or setting; the rest of the page keeps working.",
                  icon="⚠️")
-
-
-# ---- cached runs ---------------------------------------------------------------------------
-@st.cache_resource(max_entries=CACHE, show_spinner=False)
-def _attribution(request: TargetRequest):
-    model = get_model(request.model_name, request.device)
-    return model.logit_attribution(request.text, request.target, **request.options())
-
-
-def logit_attribution(request: TargetRequest):
-    with st.spinner("Attributing the logit…"):
-        return _attribution(request)
-
-
-@st.cache_resource(max_entries=CACHE, show_spinner=False)
-def _lens(model_name: str, device: str, text: str, target: str | None, k: int):
-    return get_model(model_name, device).logit_lens(text, target, k=k)
-
-
-def logit_lens(model_name: str, device: str, text: str, target: str | None, k: int = 5):
-    with st.spinner("Reading every layer through the unembedding…"):
-        return _lens(model_name, device, text, target or None, int(k))
-
-
-@st.cache_resource(max_entries=CACHE, show_spinner=False)
-def _patch(request: PatchRequest):
-    model = get_model(request.model_name, request.device)
-    run = model.patch if request.method == "activation" else model.attribution_patch
-    return run(request.clean, request.corrupted, **request.options())
-
-
-def patching(request: PatchRequest):
-    what = "Patching" if request.method == "activation" else "Attribution patching"
-    with st.spinner(f"{what} over {request.over}…"):
-        return _patch(request)
-
-
-@st.cache_resource(max_entries=8, show_spinner=False)
-def _composition(model_name: str, device: str):
-    return get_model(model_name, device).composition()
-
-
-def composition(model_name: str, device: str):
-    with st.spinner("Composition scores from the weights…"):
-        return _composition(model_name, device)
-
-
-@st.cache_resource(max_entries=CACHE, show_spinner=False)
-def _qk(request: QKRequest):
-    model = get_model(request.model_name, request.device)
-    return model.qk_attribution(request.text, request.block, request.head, request.query,
-                                request.key, target=request.target)
-
-
-def qk_attribution(request: QKRequest):
-    with st.spinner("Splitting the score into components…"):
-        return _qk(request)
 
 
 @st.cache_data(max_entries=CACHE, show_spinner=False)
@@ -212,54 +90,56 @@ def suggested_corruption(model_name: str, device: str, text: str):
 
 
 # ---- exports -------------------------------------------------------------------------------
-def npz_bytes(**arrays) -> bytes:
-    """A compressed NPZ of named arrays (strings as unicode arrays)."""
-    buf = io.BytesIO()
-    np.savez_compressed(buf, **{k: np.asarray(v) for k, v in arrays.items()})
-    return buf.getvalue()
-
-
 def patching_npz(result) -> bytes:
-    return npz_bytes(effect=np.asarray(result.effect, dtype=np.float64),
-                     clean=np.float64(result.clean), corrupted=np.float64(result.corrupted),
-                     metric=np.str_(result.metric), over=np.str_(result.over),
-                     rows=np.array(list(result.rows), dtype=str),
-                     columns=np.array(list(result.columns), dtype=str),
-                     tokens=np.array(list(result.tokens), dtype=str))
+    return vc.npz_bytes({
+        "effect": np.asarray(result.effect, dtype=np.float64),
+        "clean": np.float64(result.clean), "corrupted": np.float64(result.corrupted),
+        "metric": np.str_(result.metric), "over": np.str_(result.over),
+        "rows": np.array(list(result.rows), dtype=str),
+        "columns": np.array(list(result.columns), dtype=str),
+        "tokens": np.array(list(result.tokens), dtype=str)})
 
 
 def lens_npz(lens) -> bytes:
-    return npz_bytes(layers=np.array(lens.layers, dtype=str),
-                     tokens=np.array(lens.tokens, dtype=str),
-                     top_ids=lens.top_ids, top_probs=lens.top_probs,
-                     top_tokens=np.array(lens.top_tokens, dtype=str),
-                     prediction_ids=lens.prediction_ids,
-                     prediction_tokens=np.array(lens.prediction_tokens, dtype=str),
-                     rank=lens.rank, prob=lens.prob)
+    return vc.npz_bytes({
+        "layers": np.array(lens.layers, dtype=str), "tokens": np.array(lens.tokens, dtype=str),
+        "top_ids": lens.top_ids, "top_probs": lens.top_probs,
+        "top_tokens": np.array(lens.top_tokens, dtype=str),
+        "prediction_ids": lens.prediction_ids,
+        "prediction_tokens": np.array(lens.prediction_tokens, dtype=str),
+        "rank": lens.rank, "prob": lens.prob})
 
 
 # ---- shared views ----------------------------------------------------------------------------
-def show_qk(request: QKRequest, key: str, query_label: str, key_label: str,
+def qk_request(sel, block: str, head: int, query: int, key: int) -> AnalysisRequest:
+    """The QK attribution of one cell of one head, on the sidebar's text (and target)."""
+    return AnalysisRequest.of(sel, "qk_attribution", text=sel.text, target=sel.target or None,
+                              block=block, head=int(head), query=int(query), key=int(key))
+
+
+def show_qk(request: AnalysisRequest, key: str, query_label: str, key_label: str,
             patching_hint: str = PATCHING_HINT) -> None:
-    """The QK attribution of one cell: the sum check, the largest terms as bars, a CSV.
-    Used by this page's "Why this score?" tab and by the Attention page's cell action."""
+    """The QK attribution of one cell (a qk_request): the sum check, the largest terms as
+    bars, a CSV. Used by the "Why this score?" tab and by the Attention page's cell action."""
     from viz_core.figures.contributions import qk_bars
 
+    cell = request.options()
+    block, head = cell["block"], cell["head"]
     with attempt("splitting the score", patching_hint):
-        qk = qk_attribution(request)
+        qk = run_analysis(request, "Splitting the score into components…")
         total = float(np.sum(qk.frame["contribution"]))
-        st.markdown(f"Score **{qk.score:.4f}** (before the softmax) of head {request.head} in "
-                    f"{literal(request.block)}, query {literal(query_label)} → key "
+        st.markdown(f"Score **{qk.score:.4f}** (before the softmax) of head {head} in "
+                    f"{literal(block)}, query {literal(query_label)} → key "
                     f"{literal(key_label)}; the {len(qk.frame)} terms add up to {total:.4f}.")
         if getattr(qk, "masked", False):
             st.caption("The mask blocks this cell: its score exists, its weight is 0.")
-        chart(qk_bars(qk.frame, qk.score), key=key, name=f"{request.block}-h{request.head}-qk")
+        chart(qk_bars(qk.frame, qk.score), key=key, name=f"{block}-h{head}-qk")
         st.caption("Each term: one component of the query's stream (embeddings, an earlier "
                    "head, an MLP, a bias) through the block's norm (its scale frozen at this "
                    "run's value) and W_Q, dotted with one component of the key's stream "
                    "through W_K, times the scaling.")
         download("QK terms (CSV)", lambda: qk.frame.to_csv(index=False),
-                 f"qk_{request.block}_h{request.head}.csv", "text/csv", f"dl_{key}")
+                 f"qk_{block}_h{head}.csv", "text/csv", f"dl_{key}")
 
 
 ATTENTION_PAGE_HINT = (" In this app: the **Patching** tab of the **Which heads matter** "
@@ -366,6 +246,5 @@ def why_this_cell(sel, block, head: int, why: WhyCell | None = None) -> None:
     query, key = int(st.session_state.why_q), int(st.session_state.why_k)
     state.to_url(why_q=query, why_k=key)
     state.show_notices()
-    show_qk(QKRequest(sel.model_name, sel.device, sel.text, sel.target, block.name, head,
-                      query, key), "why_qk", q_labels[query], k_labels[key],
-            patching_hint=ATTENTION_PAGE_HINT)
+    show_qk(qk_request(sel, block.name, head, query, key), "why_qk", q_labels[query],
+            k_labels[key], patching_hint=ATTENTION_PAGE_HINT)

@@ -12,9 +12,6 @@ BLOCK_KIND_LABELS = {"encoder.self": "Encoder self-attention",
                      "decoder.cross": "Cross-attention (decoder → encoder)"}
 
 
-KIND_LABELS = BLOCK_KIND_LABELS  # the old name, still imported by pages/atlas.py
-
-
 def block_kind_label(block_kind: str) -> str:
     return BLOCK_KIND_LABELS.get(block_kind, block_kind)
 
@@ -24,23 +21,12 @@ def pick_head(trace, columns=None, block_kinds: list[str] | None = None):
 
     The block kind lives in session state and the URL as "kind" (kept for old addresses)."""
     block_kinds = block_kinds or trace.kinds()
-    state.widget_default("kind", state.url_choice("kind", block_kinds, block_kinds[0]))
-    if st.session_state.kind not in block_kinds:
-        st.session_state.kind = block_kinds[0]
     c1, c2, c3 = columns or st.columns([2, 1, 1])
-    c1.selectbox("Block", block_kinds, key="kind", format_func=block_kind_label)
-    layers = trace.layers(st.session_state.kind)
-    n_layers, n_heads = len(layers), layers[0].n_heads
-    state.widget_default("layer", state.url_int("layer", 0, 0, n_layers - 1))
-    state.widget_default("head", state.url_int("head", 0, 0, n_heads - 1))
-    st.session_state.layer = max(0, min(int(st.session_state.layer), n_layers - 1))
-    st.session_state.head = max(0, min(int(st.session_state.head), n_heads - 1))
-    c2.number_input(f"Layer (0–{n_layers - 1})", 0, n_layers - 1, key="layer", step=1)
-    c3.number_input(f"Head (0–{n_heads - 1})", 0, n_heads - 1, key="head", step=1)
-    state.to_url(kind=st.session_state.kind, layer=st.session_state.layer,
-                 head=st.session_state.head)
-    layer, head = int(st.session_state.layer), int(st.session_state.head)
-    return st.session_state.kind, layer, head, layers[layer]
+    kind = url_select("Block", "kind", block_kinds, container=c1, format_func=block_kind_label)
+    layers = trace.layers(kind)
+    layer = url_number("Layer", "layer", 0, 0, len(layers) - 1, container=c2)
+    head = url_number("Head", "head", 0, 0, layers[0].n_heads - 1, container=c3)
+    return kind, layer, head, layers[layer]
 
 
 def open_head(block_kind: str, layer: int, head: int) -> None:
@@ -50,30 +36,99 @@ def open_head(block_kind: str, layer: int, head: int) -> None:
     st.session_state.head = int(head)
 
 
+def url_select(label: str, key: str, options, default=None, *, url_key: str | None = None,
+               widget: str = "selectbox", container=st, **widget_args):
+    """A choice kept in the URL, in one call: the default from the address (a notice when the
+    address holds something else), the session's value kept to `options` (they may have
+    changed since it was chosen: another block, model or input), the widget, and the choice
+    written back to the address. -> the chosen option.
+
+    `options`: strings, or integers (positions, head numbers): an integer out of range goes
+    to the nearest option ("pos=99" shows the last position). `default`: the first option
+    when None. `url_key`: the address's name when it is not the session key. `widget`:
+    "selectbox" or "radio"; `widget_args` go to it (format_func, help, horizontal...)."""
+    options = list(options)
+    url_key = url_key or key
+    default = options[0] if default is None else default
+    numbers = all(isinstance(o, int) and not isinstance(o, bool) for o in options)
+    if numbers:
+        chosen = state.url_int(url_key, default, min(options), max(options))
+    else:
+        chosen = state.url_choice(url_key, options, default)
+    value = state.widget_default(key, _nearest(chosen, options, numbers, default))
+    kept = _nearest(value, options, numbers, default)
+    if kept != value:
+        st.session_state[key] = kept
+    getattr(container, widget)(label, options, key=key, **widget_args)
+    state.to_url(**{url_key: st.session_state[key]})
+    return st.session_state[key]
+
+
+def _nearest(value, options: list, numbers: bool, default):
+    """The option equal to `value`; for integer options the nearest one; else `default`."""
+    if value in options:
+        return value
+    if numbers and isinstance(value, int | float) and not isinstance(value, bool):
+        return min(options, key=lambda o: (abs(o - value), o))
+    return default
+
+
+def url_number(label: str, key: str, default: int | float, lo: int | float, hi: int | float, *,
+               step: int | float = 1, url_key: str | None = None, help: str | None = None,
+               container=st) -> int | float:
+    """A number kept in the URL, in one call: the default from the address (clamped to
+    [lo, hi] with a notice), the session's value clamped to today's range, the number input
+    (labelled "label (lo–hi)"), and the value written back. Floats when any of default, lo,
+    hi or step is a float, integers otherwise."""
+    url_key = url_key or key
+    kind = float if any(isinstance(x, float) for x in (default, lo, hi, step)) else int
+    read = state.url_float if kind is float else state.url_int
+    state.widget_default(key, read(url_key, default, lo, hi))
+    # the range may have shrunk since the value was chosen (another block, model or input)
+    st.session_state[key] = kind(max(lo, min(hi, kind(st.session_state[key]))))
+    container.number_input(f"{label} ({lo}–{hi})", kind(lo), kind(hi), key=key, step=kind(step),
+                           help=help)
+    state.to_url(**{url_key: st.session_state[key]})
+    return kind(st.session_state[key])
+
+
 def bounded_int(label: str, key: str, default: int, lo: int, hi: int, help: str | None = None,
                 container=st) -> int:
-    state.widget_default(key, state.url_int(key, default, lo, hi))
-    # the range may have shrunk since the value was chosen (another block, model or input)
-    st.session_state[key] = max(lo, min(hi, int(st.session_state[key])))
-    container.number_input(f"{label} ({lo}–{hi})", lo, hi, key=key, step=1, help=help)
-    state.to_url(**{key: st.session_state[key]})
-    return int(st.session_state[key])
+    """The old name of url_number for integers (pages/attention.py still calls it)."""
+    return url_number(label, key, default, lo, hi, help=help, container=container)
 
 
-def bounded_float(label: str, key: str, default: float, lo: float, hi: float, step: float,
-                  help: str | None = None, container=st) -> float:
-    raw = st.query_params.get(key)
-    value = default
-    if raw is not None:
-        try:
-            value = float(raw)
-        except ValueError:
-            state.notice(f"'{key}={state.as_typed(raw)}' in the address is not a number; "
-                         f"using {default}.")
-        if not lo <= value <= hi:
-            state.notice(f"'{key}={value}' is out of range ({lo}–{hi}); clamped.")
-            value = max(lo, min(hi, value))
-    state.widget_default(key, value)
-    container.number_input(f"{label} ({lo}–{hi})", lo, hi, key=key, step=step, help=help)
-    state.to_url(**{key: st.session_state[key]})
-    return float(st.session_state[key])
+def url_text_box(label: str, key: str, help: str, *, limit: int = 200, area: bool = False,
+                 default: str = "", strip: bool = False, container=st) -> str:
+    """A text box kept in the URL, in one call: the default from the address, hostile values
+    cleaned (shown as typed), the text cut to `limit` characters with a notice, the widget,
+    and the text written back. `strip`: the value (returned and in the URL) without the
+    spaces round it."""
+    value = state.widget_default(key, state.url_text(key, default), typed=True)
+    state.clean_state(key, label.lower())
+    if len(st.session_state[key]) > limit:
+        state.notice(f"The {label.lower()} was {len(st.session_state[key]):,} characters; it "
+                     f"was cut to {limit:,}.")
+        st.session_state[key] = st.session_state[key][:limit]
+    widget = container.text_area if area else container.text_input
+    widget(label, st.session_state.get(key, value), key=key, max_chars=limit, help=help)
+    text = st.session_state[key].strip() if strip else st.session_state[key]
+    state.to_url(**{key: text})
+    return text
+
+
+def lazy_tabs(tabs: dict, key: str = "tab") -> None:
+    """Tabs kept in the URL of which only the open one runs. `tabs`: {URL value: (label,
+    view)}, the first the default; `view()` draws the tab (st.tabs(on_change="rerun") and
+    tab.open: a closed tab costs nothing)."""
+    labels = {name: label for name, (label, _) in tabs.items()}
+    first = next(iter(tabs))
+    state.widget_default(key, labels[state.url_choice(key, list(tabs), first)])
+    if st.session_state[key] not in labels.values():
+        st.session_state[key] = labels[first]
+    shown = st.tabs(list(labels.values()), key=key, on_change="rerun")
+    state.to_url(**{key: next(n for n, label in labels.items() if label == st.session_state[key])})
+    for (_, view), tab in zip(tabs.values(), shown):
+        with tab:
+            if tab.open:
+                view()

@@ -10,6 +10,8 @@ Caching, shared by every session of this server process:
 - traces, beam trees and batches: st.cache_resource too, bounded by max_entries: they are
   read-only numpy data, and handing out the same object avoids pickling tens of MB per rerun,
   which st.cache_data would do on every read. Pages must not modify what they get from here;
+- analyses (``AnalysisRequest`` -> ``run_analysis``: logit attribution, the logit lens,
+  patching, composition, QK attribution): st.cache_resource, read-only DataFrames and arrays;
 - head statistics and similarity: st.cache_data (small tables).
 
 Capture: a trace keeps only the hook points its request asks for. The Attention page asks for
@@ -32,6 +34,7 @@ from .errors import reported
 
 MODEL_CACHE = 4
 TRACE_CACHE = 32
+ANALYSIS_CACHE = 32
 FIGURE_CACHE = 64  # a figure is <= ~1.5 MB of JSON whatever the input length
 
 # Heads to switch off, frozen: ((block name, (head, ...)), ...), sorted.
@@ -159,6 +162,51 @@ class BatchRequest:
     @classmethod
     def of(cls, sel, sentences: Sequence[str]) -> BatchRequest:
         return cls(sel.model_name, sel.device, tuple(sentences))
+
+
+@dataclass(frozen=True)
+class AnalysisRequest:
+    """One analysis of the model: ``model.<name>(**kwargs)`` (logit_attribution, logit_lens,
+    patch, attribution_patch, composition, qk_attribution, or any analysis the model grows).
+
+    kwargs are stored as sorted (name, value) pairs (a dict is accepted and frozen, lists
+    become tuples), so equal choices are one cache entry. Values are passed as given: write
+    None, not "", for "the model's default"."""
+
+    model_name: str
+    device: str
+    name: str
+    kwargs: tuple[tuple[str, object], ...] = ()
+
+    def __post_init__(self):
+        if not self.name.isidentifier() or self.name.startswith("_"):
+            raise ValueError(f"not an analysis name: {self.name!r}")
+        pairs = self.kwargs.items() if isinstance(self.kwargs, Mapping) else self.kwargs
+        object.__setattr__(self, "kwargs", tuple(sorted(
+            (str(k), tuple(v) if isinstance(v, list) else v) for k, v in pairs)))
+        hash(self.kwargs)  # TypeError here, not in the cache, for an unhashable value
+
+    @classmethod
+    def of(cls, sel, name: str, **kwargs) -> AnalysisRequest:
+        """The sidebar's model and device; the analysis's own arguments by name."""
+        return cls(sel.model_name, sel.device, name, kwargs)
+
+    def options(self) -> dict:
+        return dict(self.kwargs)
+
+
+@st.cache_resource(max_entries=ANALYSIS_CACHE, show_spinner=False)
+def _analysis(request: AnalysisRequest):
+    model = get_model(request.model_name, request.device)
+    return getattr(model, request.name)(**request.options())
+
+
+def run_analysis(request: AnalysisRequest, spinner: str | None = None):
+    """The one entry for analyses: the model's result, cached and shared by every session
+    (pages must not modify it), with a spinner while it runs. Errors propagate (wrap the
+    call in ui.contributions.attempt or ui.errors.reported)."""
+    with st.spinner(spinner or f"Running {request.name.replace('_', ' ')}…"):
+        return _analysis(request)
 
 
 PRECISIONS = ["auto", "float32", "bfloat16", "float16"]

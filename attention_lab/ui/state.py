@@ -74,6 +74,22 @@ def url_int(key: str, default: int, lo: int, hi: int) -> int:
     return value
 
 
+def url_float(key: str, default: float, lo: float, hi: float) -> float:
+    """A number from the URL, clamped to [lo, hi] with a notice when it was out of range."""
+    raw = st.query_params.get(key)
+    value = float(default)
+    if raw is not None:
+        try:
+            value = float(raw)
+        except ValueError:
+            notice(f"'{key}={as_typed(raw)}' in the address is not a number; using {default}.")
+        if not lo <= value <= hi:  # NaN too
+            clamped = max(lo, min(hi, value)) if value == value else float(default)
+            notice(f"'{key}={value}' is out of range ({lo}–{hi}); showing {clamped}.")
+            return clamped
+    return max(lo, min(hi, value))
+
+
 def url_choice(key: str, options: list[str], default: str) -> str:
     raw = st.query_params.get(key)
     if raw is None:

@@ -1,0 +1,34 @@
+"""Logit attribution: how much each head (and the embeddings, MLPs, biases) adds to the
+explained logit."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from viz_core.figures.contributions import attribution_bars, attribution_heatmap
+
+from ..charts import chart, download_csv
+from ..contributions import attempt
+from ..errors import literal
+from ..runs import AnalysisRequest, run_analysis
+from .explain import Explained
+
+
+@st.fragment
+def attribution_tab(sel, explained: Explained) -> None:
+    request = AnalysisRequest.of(sel, "logit_attribution", text=sel.text,
+                                 target=sel.target or None, position=explained.position,
+                                 token=explained.token, against=explained.against)
+    with attempt("attributing the logit"):
+        a = run_analysis(request, "Attributing the logit…")
+        total = float(a.frame["contribution"].sum())
+        st.markdown(f"**{literal(a.metric)}** at position {a.position} "
+                    f"(after {literal(repr(a.tokens[a.position]))}) = **{a.logit:.4f}**; "
+                    f"the {len(a.frame)} components add up to {total:.4f}.")
+        left, right = st.columns([3, 2])
+        with left:
+            chart(attribution_heatmap(a.frame), key="hm_attr_heads", name="logit-attribution-heads")
+        with right:
+            chart(attribution_bars(a.frame), key="hm_attr_bars", name="logit-attribution-other")
+        st.caption(literal(a.note) + " Blue adds to the logit, red takes away.")
+        download_csv("Attribution (CSV)", a.frame, "logit_attribution.csv", "dl_attr")

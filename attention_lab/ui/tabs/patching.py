@@ -1,0 +1,149 @@
+"""Patching: what restores the output when copied from a clean run into a corrupted one;
+activation patching beside its gradient approximation (attribution patching).
+
+URL: clean, corrupt, over. A new sidebar text brings its own clean / corrupted pair."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import streamlit as st
+
+from viz_core.analysis.patching import compare
+from viz_core.figures.contributions import (
+    layer_effect_bars,
+    patching_heatmap,
+    patching_scatter,
+    shared_limit,
+)
+
+from .. import state
+from ..charts import chart, download, download_csv
+from ..contributions import attempt, patching_npz, suggested_corruption
+from ..controls import url_select, url_text_box
+from ..errors import literal
+from ..runs import AnalysisRequest, run_analysis
+from .explain import Explained
+
+POSITIONS_MAX = 64  # tokens up to which per-position patching (layers x positions runs) is run
+OVER = ["heads", "layers", "positions"]
+SOURCE = "patch_source"  # the sidebar text the clean / corrupted pair was made from
+SUGGESTED = "patch_suggested"  # the button's last answer: (text, replaced, by) or None
+
+
+def _follow_the_sidebar(sel, suggestion) -> None:
+    """A new sidebar text replaces the pair by itself and its suggested corruption."""
+    if st.session_state.get(SOURCE) != sel.text:
+        if SOURCE in st.session_state:
+            st.session_state.clean = sel.text
+            st.session_state.corrupt = suggestion[0] if suggestion else ""
+            st.session_state.pop(SUGGESTED, None)
+        st.session_state[SOURCE] = sel.text
+
+
+def _suggest_for_clean(sel) -> None:
+    """The button's callback: a corruption of the clean text as it is now."""
+    found = suggested_corruption(sel.model_name, sel.device, st.session_state.get("clean", ""))
+    if found:
+        st.session_state.corrupt = found[0]
+    st.session_state[SUGGESTED] = found
+
+
+def _pair(sel) -> tuple[str, str]:
+    """The clean and corrupted text boxes and the suggestion button; -> (clean, corrupted)."""
+    suggestion = suggested_corruption(sel.model_name, sel.device, sel.text)
+    _follow_the_sidebar(sel, suggestion)
+    p1, p2 = st.columns(2)
+    clean = url_text_box("Clean text", "clean", "The input whose behaviour is restored "
+                         "(effect 1).", limit=state.MAX_TEXT_CHARS, area=True, container=p1,
+                         default=sel.text)
+    corrupted = url_text_box("Corrupted text", "corrupt", "The same number of tokens, with "
+                             "something changed (effect 0).", limit=state.MAX_TEXT_CHARS,
+                             area=True, container=p2,
+                             default=suggestion[0] if suggestion else "")
+    shown = st.session_state.get(SUGGESTED, suggestion)
+    b1, b2 = st.columns([1, 3])
+    b1.button("Suggest a corruption", key="hm_suggest", on_click=_suggest_for_clean, args=(sel,),
+              help="Replace one word of the clean text by another of the same token count.")
+    if shown:
+        b2.caption(f"Suggested corruption: {literal(repr(shown[1]))} → "
+                   f"{literal(repr(shown[2]))} (same token count).")
+    elif st.session_state.get(SUGGESTED, 0) is None:
+        b2.caption("No word of the clean text could be replaced keeping its token count; "
+                   "edit the corrupted text yourself.")
+    return clean, corrupted
+
+
+@st.fragment
+def patching_tab(sel, explained: Explained) -> None:
+    clean, corrupted = _pair(sel)
+    over = url_select("Patch", "over", OVER, widget="radio", horizontal=True,
+                      help="heads: each head's output z at every position · layers: the "
+                           "residual stream entering each layer, every position · positions: "
+                           "the stream entering each layer at one position.")
+    state.show_notices()
+    if not clean.strip() or not corrupted.strip():
+        st.info("Give a clean and a corrupted text to patch.")
+        return
+    if over == "positions" and sel.model.count_tokens(clean) > POSITIONS_MAX:
+        st.info(f"Per-position patching runs the model once per layer and position; it is "
+                f"offered up to {POSITIONS_MAX} tokens. Shorten the clean text, or patch "
+                "heads or layers.")
+        return
+    # the last position stays the last one of whatever clean text is patched
+    request = AnalysisRequest.of(sel, "patch", clean=clean, corrupted=corrupted,
+                                 target=sel.target or None, token=explained.token,
+                                 against=explained.against, over=over,
+                                 position=-1 if explained.last else explained.position)
+    with attempt("patching"):
+        real = run_analysis(request, f"Patching over {over}…")
+        st.markdown(f"Metric: **{literal(real.metric)}**: clean {real.clean:.4f}, corrupted "
+                    f"{real.corrupted:.4f}. Effect 1 = the patched unit alone restores the "
+                    "clean value; 0 = no change.")
+        for w in real.warnings:
+            st.warning(literal(w), icon="✂️")
+        if over == "layers":
+            chart(layer_effect_bars(real.effect, real.rows,
+                                    "Patching the stream entering each layer"),
+                  key="hm_patch", name="patching-layers")
+        else:
+            _beside_attribution_patching(real, replace(request, name="attribution_patch"), over)
+        d1, d2 = st.columns(2)
+        with d1:
+            download_csv("Patching (CSV)", real.frame, f"patching_{over}.csv", "dl_patch")
+        with d2:
+            download("Patching (NPZ)", lambda: patching_npz(real), f"patching_{over}.npz",
+                     "application/octet-stream", "dl_patch_npz")
+
+
+def _beside_attribution_patching(real, request: AnalysisRequest, over: str) -> None:
+    """Activation patching's heatmap, its gradient approximation beside it on one colour
+    scale, and how well the two agree (a scatter and two correlations)."""
+    x_title = "head" if over == "heads" else "position"
+    left, right = st.columns(2)
+    approx = None
+    with right, attempt("attribution patching"):
+        approx = run_analysis(request, f"Attribution patching over {over}…")
+    lim = shared_limit(real.effect, *([] if approx is None else [approx.effect]))
+    with left:
+        chart(patching_heatmap(real.effect, real.rows, real.columns,
+                               title=f"Activation patching over {over}", x_title=x_title,
+                               limit=lim),
+              key="hm_patch", name=f"patching-{over}")
+    if approx is None:
+        return
+    with right:
+        chart(patching_heatmap(approx.effect, approx.rows, approx.columns,
+                               title="Attribution patching (gradient approximation)",
+                               x_title=x_title, limit=lim),
+              key="hm_attr_patch", name=f"attribution-patching-{over}")
+    cmp = compare(real, approx)
+    frame = cmp.frame
+    left, right = st.columns(2)
+    with left:
+        chart(patching_scatter(frame["patching"], frame["attribution"],
+                               [f"{r} · {c}" for r, c in zip(frame["row"], frame["column"])],
+                               cmp.pearson),
+              key="hm_patch_scatter", name=f"patching-vs-attribution-{over}")
+    right.caption(f"Correlation of attribution with activation patching: Pearson "
+                  f"{cmp.pearson:.3f}, Spearman {cmp.spearman:.3f}.")
