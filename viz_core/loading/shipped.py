@@ -19,11 +19,32 @@ CHECKPOINTS = _checkpoints_dir()
 
 
 def shipped_models() -> list[str]:
-    """Names of the checkpoints shipped in checkpoints/ (each a dir with config.json)."""
+    """Names of the checkpoints shipped in checkpoints/: our own (config.json + vocab.json)
+    and Hugging Face folders (config.json with "model_type" + safetensors weights, e.g. the
+    distilled minilm-student)."""
     if not CHECKPOINTS.is_dir():
         return []
     return sorted(p.name for p in CHECKPOINTS.iterdir() if (p / "config.json").is_file()
-                  and (p / "vocab.json").is_file())
+                  and ((p / "vocab.json").is_file() or is_hf_dir(p)))
+
+
+def is_hf_dir(path: Path) -> bool:
+    """A Hugging Face model folder: a config.json naming its "model_type", safetensors."""
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(config, dict) and "model_type" in config and any(
+        path.glob("*.safetensors"))
+
+
+def shipped_card(name: str) -> dict | None:
+    """The card.json of a shipped checkpoint (None when it has none or it cannot be read)."""
+    try:
+        card = json.loads((CHECKPOINTS / name / "card.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return card if isinstance(card, dict) else None
 
 
 def is_native_dir(path: Path) -> bool:
