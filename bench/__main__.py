@@ -14,7 +14,7 @@ from .common import machine_note
 
 MODULES = ["bench_capture", "bench_peers", "bench_beam", "bench_payload", "bench_latency",
            "bench_scaling", "bench_atlas", "bench_patching",
-           "bench_contributions"]
+           "bench_contributions", "bench_distillation"]
 COLS = ["name", "ratio", "target", "ok", "ours_s", "min–max", "peer_s", "peer", "device"]
 # per-module details worth a glance in the table (all fields are in results.json)
 DETAILS = ("ratio_of_mins", "threads", "page_faults", "peer_page_faults", "same_output", "step50_over_step5", "our_bytes", "bertviz_bytes", "trace_mb",

@@ -1,0 +1,101 @@
+"""Teacher and student figures (viz_core.analysis.distillation): the student layer x teacher
+layer map of one measure with the chosen mapping drawn on it, and one pair's two attention
+maps side by side with their difference."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .common import (
+    SCORE_COLORSCALE,
+    WEIGHT_COLORSCALE,
+    base_layout,
+    colorbar,
+    f32,
+    label_px,
+    plot_text,
+    title_dict,
+    token_axis,
+    unique_labels,
+)
+
+MAP_COLORSCALE = "Viridis_r"  # low (close to the teacher) is bright
+MAPPING_COLOR = "#d62728"
+
+
+def layer_map_figure(matrix: np.ndarray, mapping: Sequence[tuple[int, int]], *,
+                     measure: str, teacher: str = "teacher", student: str = "student",
+                     title: str | None = None) -> go.Figure:
+    """Heatmap of one measure, float [student layer, teacher layer]: student layers top to
+    bottom, teacher layers left to right; each value written in its cell; NaN (undefined)
+    cells grey. The mapping is drawn as red squares on its cells, joined in student order."""
+    z = f32(matrix)
+    n_s, n_t = z.shape
+    finite = z[np.isfinite(z)]
+    text = [["–" if not np.isfinite(v) else f"{v:.3g}" for v in row] for row in z]
+    fig = go.Figure(go.Heatmap(
+        z=z, x=list(range(n_t)), y=list(range(n_s)), colorscale=MAP_COLORSCALE,
+        zmin=0.0 if finite.size else None, zmax=float(finite.max()) if finite.size else None,
+        text=text, texttemplate="%{text}", textfont=dict(size=11),
+        colorbar=colorbar(measure), name=measure,
+        hovertemplate=f"student layer %{{y}} ↔ teacher layer %{{x}}<br>{plot_text(measure)}: "
+                      "%{z:.4g}<extra></extra>"))
+    if mapping:
+        s, t = zip(*sorted(mapping), strict=True)
+        fig.add_trace(go.Scatter(
+            x=list(t), y=list(s), mode="lines+markers", name="mapping",
+            line=dict(color=MAPPING_COLOR, width=2, dash="dot"),
+            marker=dict(symbol="square-open", size=30, color=MAPPING_COLOR,
+                        line=dict(width=3, color=MAPPING_COLOR)),
+            hovertemplate="mapped: student layer %{y} learns from teacher layer %{x}"
+                          "<extra></extra>"))
+    fig.update_xaxes(title=f"teacher layer ({plot_text(teacher)})", tickmode="array",
+                     tickvals=list(range(n_t)), ticktext=[str(i) for i in range(n_t)],
+                     range=[-0.5, n_t - 0.5], showgrid=False, zeroline=False)
+    fig.update_yaxes(title=f"student layer ({plot_text(student)})", tickmode="array",
+                     tickvals=list(range(n_s)), ticktext=[str(i) for i in range(n_s)],
+                     range=[n_s - 0.5, -0.5], showgrid=False, zeroline=False)
+    return base_layout(fig, title or f"{measure}: every student layer against every "
+                                      f"teacher layer", showlegend=False,
+                       plot_bgcolor="#b8b8b8", height=max(260, 60 * n_s + 160))
+
+
+def pair_maps_figure(tokens: Sequence[str], teacher_map: np.ndarray, student_map: np.ndarray,
+                     *, teacher_label: str = "teacher", student_label: str = "student",
+                     title: str | None = None) -> go.Figure:
+    """Three panels over the same tokens (queries top to bottom, keys left to right): the
+    teacher's attention map, the student's, and student - teacher (red: the student attends
+    more, blue: less), on one shared colour scale for the two maps."""
+    t, s = f32(teacher_map), f32(student_map)
+    if t.shape != s.shape or t.shape != (len(tokens), len(tokens)):
+        raise ValueError(f"maps {t.shape} and {s.shape} do not match {len(tokens)} tokens")
+    labels = unique_labels(tokens)
+    shown = [plot_text(x) for x in tokens]
+    diff = s - t
+    top = float(max(t.max(initial=0.0), s.max(initial=0.0))) or 1.0
+    span = float(np.abs(diff).max(initial=0.0)) or 1e-6
+    fig = make_subplots(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.03,
+                        subplot_titles=[plot_text(teacher_label), plot_text(student_label),
+                                        "student − teacher"])
+    for col, (z, axis, name) in enumerate(((t, "coloraxis", "teacher"),
+                                           (s, "coloraxis", "student"),
+                                           (diff, "coloraxis2", "difference")), start=1):
+        fig.add_trace(go.Heatmap(
+            z=z, x=labels, y=labels, coloraxis=axis, name=name,
+            hovertemplate=f"{name}: %{{y}} → %{{x}}: %{{z:.3f}}<extra></extra>"),
+            row=1, col=col)
+        fig.update_xaxes(**token_axis(labels, tokens, "key"), row=1, col=col)
+        fig.update_yaxes(**token_axis(labels, tokens, "query" if col == 1 else "",
+                                      reversed_=True), row=1, col=col)
+    fig.update_layout(
+        coloraxis=dict(colorscale=WEIGHT_COLORSCALE, cmin=0.0, cmax=top,
+                       colorbar=colorbar("weight", x=1.0, len=0.9)),
+        coloraxis2=dict(colorscale=SCORE_COLORSCALE, cmin=-span, cmax=span,
+                        colorbar=colorbar("difference", x=1.09, len=0.9)))
+    height = max(340, min(900, 22 * len(tokens) + 160)) + label_px(shown)
+    return base_layout(fig, title_dict(title or "Attention maps of the pair", above=24),
+                       height=height, margin=dict(r=140))
