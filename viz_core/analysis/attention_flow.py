@@ -18,6 +18,8 @@ viz_core.analysis.heads.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import maximum_flow
@@ -113,13 +115,11 @@ def _check_length(n: int) -> None:
                          f"rollout, which has no limit.")
 
 
-def attention_flow(model, text: str, target: str | None = None, *, kind: str | None = None,
-                   outputs=None) -> np.ndarray:
-    """float32 [n, n]: the attention flow of ``text`` through the self-attention layers of
-    ``kind`` (default: the decoder's, else the encoder's), flow[i, j] from input token j to
-    output token i. Up to MAX_TOKENS tokens; a decoder-only model reads the text alone.
-    ``outputs``: compute only these rows (positions; the others are NaN), e.g. the one output
-    token a view shows: n maximum flows instead of n^2."""
+def self_patterns(model, text: str, target: str | None, kind: str | None
+                  ) -> tuple[list[str], str, np.ndarray]:
+    """(tokens, block kind, patterns float32 [layer, head, n, n]) of one self-attention block
+    kind, from one run (a decoder-only model reads the text alone); InputError beyond
+    MAX_TOKENS tokens."""
     from .information_flow import check_text
 
     check_text(text)
@@ -131,10 +131,55 @@ def attention_flow(model, text: str, target: str | None = None, *, kind: str | N
     trace = model.trace(text, target, capture=("pattern",), **options)
     kind = self_kind(trace, kind)
     blocks = trace.layers(kind)
-    _check_length(len(blocks[0].query_tokens))
-    n = len(blocks[0].query_tokens)
-    if outputs is not None:
-        from .contributions import check_position
+    tokens = list(blocks[0].query_tokens)
+    _check_length(len(tokens))
+    return tokens, kind, np.stack([b.pattern for b in blocks])
 
-        outputs = [check_position(o, n, "output position") for o in np.atleast_1d(outputs)]
-    return flow_from_patterns(np.stack([b.pattern for b in blocks]), outputs)
+
+def attention_flow(model, text: str, target: str | None = None, *, kind: str | None = None,
+                   outputs=None) -> np.ndarray:
+    """float32 [n, n]: the attention flow of ``text`` through the self-attention layers of
+    ``kind`` (default: the decoder's, else the encoder's), flow[i, j] from input token j to
+    output token i. Up to MAX_TOKENS tokens; a decoder-only model reads the text alone.
+    ``outputs``: compute only these rows (positions; the others are NaN), e.g. the one output
+    token a view shows: n maximum flows instead of n^2."""
+    from .contributions import check_position
+
+    tokens, _, patterns = self_patterns(model, text, target, kind)
+    if outputs is not None:
+        outputs = [check_position(o, len(tokens), "output position")
+                   for o in np.atleast_1d(outputs)]
+    return flow_from_patterns(patterns, outputs)
+
+
+@dataclass
+class AttentionViews:
+    """Raw attention, rollout and attention flow of one self-attention block kind, for the
+    views that set them side by side: float32 [output, input] each (flow: only the row
+    ``position`` is computed, the others are NaN)."""
+
+    tokens: list[str]
+    kind: str
+    position: int
+    raw: np.ndarray  # the last layer's mean over heads
+    rollout: np.ndarray
+    flow: np.ndarray
+
+    def show(self, title: str | None = None):
+        from ..figures.flow import attention_views_figure
+
+        return attention_views_figure(self.tokens, self.raw, self.rollout, self.flow,
+                                      self.position, title=title)
+
+
+def attention_views(model, text: str, target: str | None = None, *, kind: str | None = None,
+                    position: int = -1) -> AttentionViews:
+    """Raw attention, rollout and attention flow for the output token at ``position``."""
+    from .contributions import check_position
+    from .heads import rollout
+
+    tokens, kind, patterns = self_patterns(model, text, target, kind)
+    p = check_position(position, len(tokens))
+    return AttentionViews(tokens=tokens, kind=kind, position=p,
+                          raw=patterns[-1].mean(axis=0).astype(np.float32),
+                          rollout=rollout(patterns), flow=flow_from_patterns(patterns, [p]))
