@@ -1,5 +1,5 @@
 # Attention Lab. Quick start: `make run` (the app), `make test` (the whole suite) and
-# `make test-fast` (unit tests only: no browser, no AppTest, nothing marked slow).
+# `make test-fast` (tests/unit only). Test tiers are folders: tests/README.md.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -11,7 +11,7 @@ export TRANSFORMERS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export STREAMLIT_BROWSER_GATHER_USAGE_STATS ?= false
 
-.PHONY: run test test-fast test-kernels lint bench checkpoints chromium clean
+.PHONY: run test test-fast test-kernels lint bench checkpoints system-deps chromium clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -25,42 +25,51 @@ $(DEV_STAMP): requirements.txt requirements-dev.txt | $(PY)
 	$(PY) -m pip install -q -r requirements-dev.txt
 	touch $(RUNTIME_STAMP) $@
 
+# No file watcher (also in .streamlit/config.toml): it costs most of a served app's CPU.
 run: $(RUNTIME_STAMP)
-	$(PY) -m streamlit run app.py --server.port $(PORT) --server.headless true
+	$(PY) -m streamlit run app.py --server.port $(PORT) --server.headless true \
+		--server.fileWatcherType none
 
-# Debian's chromium for the browser tests: installed when missing and apt-get is usable.
-chromium:
-	@if [ -x /usr/bin/chromium ]; then :; \
+# Debian packages the tests use: chromium (browser tier), fonts-noto-cjk (CJK text in the
+# screenshots and overlap checks) and nginx (the deploy config's check). Installed when missing
+# and apt-get is usable (root); otherwise says so, and the tests that need them skip.
+SYSTEM_DEPS := chromium fonts-noto-cjk nginx
+system-deps:
+	@missing=""; for p in $(SYSTEM_DEPS); do \
+	  { command -v $$p >/dev/null 2>&1 || dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed"; } \
+	    || missing="$$missing $$p"; \
+	done; \
+	if [ -z "$$missing" ]; then :; \
 	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
-	  echo "installing Debian's chromium for the browser tests"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
-	else echo "chromium missing and apt-get not usable: browser tests will be skipped"; fi
+	  echo "installing Debian packages for the tests:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	else echo "missing Debian packages:$$missing (apt-get not usable here): the tests that need them will be skipped"; fi
+chromium: system-deps
 
 lint: $(DEV_STAMP)
 	$(PY) -m ruff check .
 
-test: $(DEV_STAMP) chromium
+test: $(DEV_STAMP) system-deps
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q
 
-# The fast tier (markers in pyproject.toml; AppTest tests are marked by tests/conftest.py).
-FAST_TIER := not browser and not slow and not app
+# The unit tier (tests/unit): a contributor's quick check.
 test-fast: $(DEV_STAMP)
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q -m "$(FAST_TIER)"
+	$(PY) -m pytest -q tests/unit
 
 # The cross-kernel comparisons (ours vs Hugging Face eager, vs nn.MultiheadAttention, pooled vs
 # exact, ...) again under other CPU code paths, the way a machine with another BLAS rounds:
 # OpenBLAS's Haswell and Sandybridge kernels (numpy), then torch (ATen, MKL, oneDNN) held to
 # AVX2. Not part of `make test`; about three runs of these files.
-KERNEL_TESTS := tests/test_hf_backend.py tests/test_hf_tiny_models.py tests/test_capture.py \
-	tests/test_model.py tests/test_model_rope.py tests/test_long_inputs.py tests/test_block.py \
-	tests/test_native_backend.py tests/test_modern_models.py tests/test_encoders_albert_electra.py \
-	tests/test_inside_softcap.py tests/test_figures_native.py
+KERNEL_TESTS := tests/unit/test_hf_backend.py tests/unit/test_hf_tiny_models.py tests/unit/test_capture.py \
+	tests/unit/test_model.py tests/unit/test_model_rope.py tests/unit/test_long_inputs.py tests/unit/test_block.py \
+	tests/unit/test_native_backend.py tests/unit/test_modern_models.py tests/unit/test_encoders_albert_electra.py \
+	tests/unit/test_inside_softcap.py tests/unit/test_figures_native.py
 KERNEL_PATHS := "OPENBLAS_CORETYPE=Haswell" "OPENBLAS_CORETYPE=Sandybridge" \
 	"OPENBLAS_CORETYPE=Haswell ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2"
 test-kernels: $(DEV_STAMP)
-	@for e in $(KERNEL_PATHS); do echo "== $$e"; env $$e $(PY) -m pytest -q -m "not browser" $(KERNEL_TESTS) || exit 1; done
+	@for e in $(KERNEL_PATHS); do echo "== $$e"; env $$e $(PY) -m pytest -q $(KERNEL_TESTS) || exit 1; done
 
 bench: $(DEV_STAMP)
 	$(PY) -m bench

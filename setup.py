@@ -14,7 +14,7 @@ top of site-packages:
     attention_lab/app/deploy/     deploy/nginx.conf.template (attention-lab serve)
 
 A new folder under viz_core/ or attention_lab/ with an __init__.py is found by itself
-(tests/test_package.py checks that the wheel holds every module of both).
+(tests/unit/test_package.py checks that the wheel holds every module of both).
 """
 
 from setuptools import find_packages, setup

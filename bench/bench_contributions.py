@@ -1,7 +1,7 @@
 """Direct logit attribution against a plain trace of the same input (issue 23).
 
 Row: ``model.logit_attribution(text)`` on a GPT-2-small-shaped model (12 layers, 12 heads,
-d_model 768, random weights, the small byte-level vocabulary of tests/hf_tiny.py) at 512
+d_model 768, random weights, the small byte-level vocabulary of tests/support/hf_tiny.py) at 512
 tokens, versus ``model.trace(text, max_new=0)`` of the same input (target <= 1.3x; CPU, and
 the GPU when there is one). Both timed alternately (common.paired). The attribution is one
 recorded run with the stream and z kept, plus each head's share at one position through the
@@ -24,7 +24,7 @@ TARGET = 1.3
 
 def _text(model, n: int) -> str:
     """A text of exactly n tokens for this tokenizer (words of the tiny corpus)."""
-    from tests.hf_tiny import SENTENCES
+    from tests.support.hf_tiny import SENTENCES
 
     words = " ".join(SENTENCES * (n // 20 + 2))
     ids = model.tokenizer(words)["input_ids"][:n]

@@ -71,7 +71,7 @@ def texts(folder: Path, n: int = N_TOKENS) -> tuple[str, str]:
     """A clean text of exactly n tokens and its corruption (one word swapped, same count)."""
     from transformers import AutoTokenizer
 
-    from tests.hf_tiny import SENTENCES
+    from tests.support.hf_tiny import SENTENCES
 
     tok = AutoTokenizer.from_pretrained(folder)
     words = " ".join(SENTENCES[:5]).replace(",", "").split() * 10
@@ -103,12 +103,12 @@ def measure(method: str, folder: Path, clean: str, corrupted: str) -> dict | Non
 
 def correlation_rows(quick: bool) -> list[dict]:
     import viz_core as vc
-    from tests.test_patching import _tiny_gpt2
+    from tests.support.hf_tiny import make_patching_gpt2
     from viz_core.analysis.patching import compare
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        cases = [("tiny GPT-2 (3 x 4 x 64, random)", _tiny_gpt2(Path(tmp) / "g"),
+        cases = [("tiny GPT-2 (3 x 4 x 64, random)", make_patching_gpt2(Path(tmp) / "g"),
                   "the cat sat on the mat because it was",
                   "the dog sat on the mat because it was")]
         induction = Path(__file__).resolve().parent.parent / "checkpoints" / "induction"

@@ -126,7 +126,7 @@ def save_gpt2(folder, quick: bool, n_positions: int = 1024) -> None:
     tiny tokenizer, saved to ``folder`` for the peer benchmarks."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from tests.hf_tiny import gpt2_tokenizer
+    from tests.support.hf_tiny import gpt2_tokenizer
 
     tok = gpt2_tokenizer()
     tok.model_max_length = n_positions  # the tiny tokenizer says 64: the model takes more

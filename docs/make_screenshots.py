@@ -9,7 +9,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.browser_support import launch_chromium, streamlit_server  # noqa: E402
+from tests.support.browser_support import launch_chromium, streamlit_server  # noqa: E402
 
 SHOTS = {
     "attention.png": ("attention", {"model": "en-fr", "text": "the small black cats eat the cake",

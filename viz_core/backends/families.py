@@ -7,7 +7,7 @@ example texts. Capture itself is the same for all (viz_core.capture.recorder). A
 fails with a message naming the supported ones; nothing is guessed.
 
 Adding a family: write an adapter (usually a few lines, subclassing the closest one),
-register it in FAMILIES, and add a tiny random model to tests/hf_tiny.py.
+register it in FAMILIES, and add a tiny random model to tests/support/hf_tiny.py.
 """
 
 from __future__ import annotations

@@ -1,0 +1,175 @@
+"""The Head atlas page (AppTest): opens a finished atlas; its links carry the Attention
+page's URL state; bad directories give a message, not a traceback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from viz_core.atlas import AtlasConfig, run_atlas
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+TIMEOUT = 90
+
+
+def open_page(monkeypatch, tmp_path, **params) -> AppTest:
+    monkeypatch.setenv("ATTENTION_LAB_ATLAS_DIR", str(tmp_path / "home"))  # no recent runs
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    for key, value in params.items():
+        at.query_params[key] = str(value)
+    at.switch_page("pages/atlas.py")
+    return at.run()
+
+
+def no_errors(at) -> None:
+    assert not at.exception, [e.message for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def test_page_opens_a_finished_atlas_and_links_open_the_attention_page(
+        atlas_dir, monkeypatch, tmp_path):
+    at = open_page(monkeypatch, tmp_path, model="lm", atlas=atlas_dir, alayer=1, ahead=2,
+                   arole="previous")
+    no_errors(at)
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    role_map = specs[0]
+    assert role_map["data"][0]["type"] == "heatmap"
+    assert role_map["data"][0]["z"]["shape"].replace(" ", "") == "2,4"  # layers x heads
+    table = at.dataframe[0].value
+    assert 1 <= len(table) <= 5
+    for link in table["open"]:
+        url = urlsplit(link)
+        q = {k: v[0] for k, v in parse_qs(url.query).items()}
+        assert url.path == "attention"
+        assert q["model"] == "lm" and q["kind"] == "decoder.self"
+        assert q["layer"] == "1" and q["head"] == "2"
+        assert q["text"] in ("the red cat", "i do not", "the dog sees the cat")
+    assert table["text"].tolist()[0] in ("the red cat", "i do not", "the dog sees the cat")
+    assert at.query_params["alayer"] in ("1", ["1"])
+    # another head: the table follows
+    at.number_input(key="atlas_head").set_value(0).run()
+    no_errors(at)
+    q = parse_qs(urlsplit(at.dataframe[0].value["open"][0]).query)
+    assert q["head"] == ["0"]
+
+
+def test_page_explains_a_folder_that_is_no_atlas(monkeypatch, tmp_path):
+    at = open_page(monkeypatch, tmp_path, model="lm", atlas=tmp_path)
+    assert not at.exception
+    assert any("not an atlas directory" in e.value for e in at.error)
+
+
+def test_page_without_an_atlas_says_how_to_make_one(monkeypatch, tmp_path):
+    at = open_page(monkeypatch, tmp_path, model="lm")
+    no_errors(at)
+    assert any("python -m viz_core.atlas" in i.value for i in at.info)
+
+
+def test_page_runs_a_small_atlas_and_shows_it(monkeypatch, tmp_path):
+    at = open_page(monkeypatch, tmp_path, model="lm")
+    at.text_area(key="atlas_lines").input("the red cat\nthe dog sees the cat")
+    at.selectbox(key="atlas_engine").set_value("local")
+    at.number_input(key="atlas_probe").set_value(4)
+    at.button(key="atlas_run").click().run()
+    no_errors(at)
+    runs = list((tmp_path / "home").iterdir())
+    assert len(runs) == 1 and (runs[0] / "atlas.json").is_file()
+    assert at.text_input(key="atlas_dir").value == str(runs[0])
+    info = json.loads((runs[0] / "atlas.json").read_text())
+    assert info["complete"] and info["examples"] == 2 and info["probe_examples"] == 4
+    assert at.get("plotly_chart") and len(at.dataframe[0].value) >= 1
+
+
+def test_encoder_decoder_atlas_has_a_map_per_block_kind_and_links_carry_the_target(
+        monkeypatch, tmp_path):
+    import viz_core as vc
+
+    d = tmp_path / "dates"
+    d.mkdir()
+    (d / "lines.txt").write_text("9 may 2018\n2018-05-09\n")
+    run_atlas(AtlasConfig(model="dates", data=str(d / "lines.txt"), out=str(d / "run"),
+                          engine="local", probe=2, shard_size=4, threads=1))
+    at = open_page(monkeypatch, tmp_path, model="dates", atlas=d / "run", akind="decoder.cross",
+                   arole="first")
+    no_errors(at)
+    kinds = at.selectbox(key="atlas_kind")
+    assert kinds.value == "decoder.cross" and len(kinds.options) == 3
+    table = at.dataframe[0].value
+    greedy = {t: vc.load("dates").trace(t).output_text for t in ("9 may 2018", "2018-05-09")}
+    assert len(table)
+    for link in table["open"]:
+        q = {k: v[0] for k, v in parse_qs(urlsplit(link).query).items()}
+        assert q["kind"] == "decoder.cross" and q["model"] == "dates"
+        assert q["target"] == greedy[q["text"]]  # what the Attention page shows by itself
+
+
+def test_run_the_atlas_defaults_to_auto_and_typed_lines_run_in_process(monkeypatch, tmp_path):
+    """Issue 24 item 5: a few lines typed here never start Ray."""
+    at = open_page(monkeypatch, tmp_path, model="lm")
+    assert at.selectbox(key="atlas_engine").value == "auto"
+    at.text_area(key="atlas_lines").input("the red cat\ni do not")
+    at.number_input(key="atlas_probe").set_value(2)
+    at.button(key="atlas_run").click().run()
+    no_errors(at)
+    (run,) = list((tmp_path / "home").iterdir())
+    info = json.loads((run / "atlas.json").read_text())
+    assert info["complete"] and info["run"]["engine"] == "auto"
+    assert info["run"]["ran_on"] == ["local"] and info["run"]["auto"]["engine"] == "local"
+
+
+@pytest.fixture(scope="module")
+def patching_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("atlas_patching_page")
+    (d / "pairs.csv").write_text("clean,corrupted,token,against\n"
+                                 "the red cat,the black cat,,\n"
+                                 "the dog sees the cat,the cat sees the cat,,\n"
+                                 "i do not,i do the,,\n"
+                                 "the red cat,the cat,,\n")
+    out = d / "run"
+    run_atlas(AtlasConfig(model="lm", data=str(d / "pairs.csv"), out=str(out),
+                          task="patching", engine="local", shard_size=2, threads=1))
+    return out
+
+
+def test_page_opens_a_patching_run(patching_dir, monkeypatch, tmp_path):
+    import numpy as np
+
+    from viz_core.atlas import load_patching
+
+    summary = load_patching(patching_dir).summary
+    at = open_page(monkeypatch, tmp_path, model="lm", atlas=patching_dir, alayer=1, ahead=3)
+    assert not at.exception, [e.message for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    # the unequal pair is reported, not hidden
+    assert any("1 pair could not be patched" in w.value and "3 tokens" in w.value
+               for w in at.warning)
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    heat = specs[0]["data"][0]
+    assert heat["type"] == "heatmap"
+    z = np.asarray(heat["z"], np.float32) if isinstance(heat["z"], list) else _decode(heat["z"])
+    want = np.full((2, 4), np.nan, np.float32)
+    for r in summary.itertuples():
+        want[r.layer, r.head] = r.mean
+    np.testing.assert_array_equal(z.reshape(2, 4), want)  # the same float32 numbers
+    assert specs[1]["data"][0]["type"] == "bar"  # ranking with error bars (spread)
+    assert specs[1]["data"][0]["error_x"]["type"] == "data"
+    table = at.dataframe[0].value
+    assert 1 <= len(table) <= 3 and set(table["clean"]) <= {
+        "the red cat", "the dog sees the cat", "i do not"}
+    assert any("over 3 pairs" in m.value for m in at.markdown)
+    assert at.query_params["ahead"] in ("3", ["3"])
+
+
+def _decode(z: dict):
+    """Plotly's typed-array form of a numpy array in a figure spec."""
+    import base64
+
+    import numpy as np
+
+    dtypes = {"f4": np.float32, "f8": np.float64}
+    arr = np.frombuffer(base64.b64decode(z["bdata"]), dtype=dtypes[z["dtype"]])
+    return arr.reshape([int(v) for v in str(z["shape"]).split(",")])

@@ -1,0 +1,98 @@
+"""The Head atlas page in a real browser (Debian's chromium + Playwright): a click on the
+role map picks that head, and a top-example link opens the Attention page on that head."""
+
+from __future__ import annotations
+
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+from tests.support.browser_support import CHROMIUM, SCRIPT_IDLE, streamlit_server
+from viz_core.atlas import AtlasConfig, load_atlas, run_atlas
+from viz_core.atlas.figures import top_table
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed"),
+]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    d = tmp_path_factory.mktemp("atlas_browser")
+    (d / "lines.txt").write_text("the red cat\ni do not\nthe dog sees the cat\n")
+    run_atlas(AtlasConfig(model="lm", data=str(d / "lines.txt"), out=str(d / "run"),
+                          engine="local", probe=4, shard_size=4, threads=1))
+    (d / "pairs.csv").write_text("clean,corrupted\nthe red cat,the black cat\n"
+                                 "the dog sees the cat,the cat sees the cat\n")
+    run_atlas(AtlasConfig(model="lm", data=str(d / "pairs.csv"), out=str(d / "patch"),
+                          task="patching", engine="local", threads=1))
+    with streamlit_server({"ATTENTION_LAB_ATLAS_DIR": str(d / "home")}) as (base, _proc):
+        yield base, d / "run"
+
+
+def settle(page):
+    page.wait_for_selector(".js-plotly-plot", timeout=90_000)
+    page.wait_for_timeout(300)
+    page.wait_for_selector(SCRIPT_IDLE, timeout=90_000)
+
+
+def param(page, key: str) -> str | None:
+    return urllib.parse.parse_qs(urllib.parse.urlsplit(page.url).query).get(key, [None])[0]
+
+
+def test_clicking_a_map_cell_picks_that_head(served, chromium_browser):
+    base, run = served
+    q = urllib.parse.urlencode({"model": "lm", "atlas": str(run)})
+    page = chromium_browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{base}/atlas?{q}")
+    settle(page)
+    box = page.evaluate("""() => {
+        const gd = document.querySelector('.js-plotly-plot');
+        const r = gd.querySelector('.nsewdrag').getBoundingClientRect();
+        return {x: r.left + gd._fullLayout.xaxis.l2p(3), y: r.top + gd._fullLayout.yaxis.l2p(1)};
+    }""")
+    page.mouse.click(box["x"], box["y"])
+    page.wait_for_function("() => new URL(location.href).searchParams.get('ahead') === '3'"
+                           " && new URL(location.href).searchParams.get('alayer') === '1'",
+                           timeout=60_000)
+    page.close()
+
+
+def test_a_top_example_link_opens_the_attention_page_on_that_head(served, chromium_browser):
+    base, run = served
+    table = top_table(load_atlas(run), "decoder.self", 1, 3, "previous")
+    link = table["open"][0]
+    page = chromium_browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{base}/{link}")  # the page-relative link, as the atlas page is at /atlas
+    settle(page)
+    assert urllib.parse.urlsplit(page.url).path == "/attention"
+    assert (param(page, "layer"), param(page, "head"), param(page, "kind")) == (
+        "1", "3", "decoder.self")
+    assert param(page, "text") == table["text"][0]
+    assert page.get_by_label("Input text").input_value() == table["text"][0]
+    page.close()
+
+
+def test_clicking_the_patching_map_picks_that_head(served, chromium_browser):
+    """A head-patching run (issue 23 item 8) opens as a map of mean effects; a click on a
+    cell shows that head's pairs."""
+    base, run = served
+    q = urllib.parse.urlencode({"model": "lm", "atlas": str(run.parent / "patch")})
+    page = chromium_browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{base}/atlas?{q}")
+    settle(page)
+    assert page.get_by_text("Head patching: mean effect over all pairs").count() >= 1
+    box = page.evaluate("""() => {
+        const gd = document.querySelector('.js-plotly-plot');
+        const r = gd.querySelector('.nsewdrag').getBoundingClientRect();
+        return {x: r.left + gd._fullLayout.xaxis.l2p(2), y: r.top + gd._fullLayout.yaxis.l2p(1)};
+    }""")
+    page.mouse.click(box["x"], box["y"])
+    page.wait_for_function("() => new URL(location.href).searchParams.get('ahead') === '2'"
+                           " && new URL(location.href).searchParams.get('alayer') === '1'",
+                           timeout=60_000)
+    page.wait_for_selector(SCRIPT_IDLE, timeout=90_000)
+    assert page.get_by_text("over 2 pairs").count() >= 1
+    page.close()

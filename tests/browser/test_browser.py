@@ -1,0 +1,180 @@
+"""The app in a real browser: Debian's chromium driven by Playwright."""
+
+from __future__ import annotations
+
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+from tests.support.browser_support import (
+    ARTIFACTS,
+    CHROMIUM,
+    SCRIPT_IDLE,
+    open_page,
+    real_errors,
+    streamlit_server,
+)
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed"),
+]
+HOSTILE = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory):
+    from viz_core.training.toy import save_toy
+
+    toy = save_toy(tmp_path_factory.mktemp("ckpt") / "toy", seed=5)
+    with streamlit_server() as (base, _proc):
+        yield base, str(toy)
+
+
+def wait_chart(page):
+    page.wait_for_selector(".js-plotly-plot", timeout=60_000)
+    page.wait_for_selector("[data-testid='stStatusWidget']", state="detached", timeout=60_000)
+
+
+def test_attention_page_renders_and_updates(app_url, chromium_browser):
+    base, toy = app_url
+    q = urllib.parse.urlencode({"model": toy, "text": "the cat sat on the mat"})
+    page, errors, _ = open_page(chromium_browser, f"{base}/attention?{q}")
+    wait_chart(page)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "attention.png"), full_page=True)
+    ticks = page.locator(".js-plotly-plot .xtick").all_text_contents()
+    assert "mat" in " ".join(ticks)
+    box = page.get_by_label("Input text")
+    box.fill("the big dog saw a red house")
+    box.press("Control+Enter")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.js-plotly-plot .xtick')]"
+        ".some(t => t.textContent.includes('house'))", timeout=60_000)
+    assert not real_errors(errors), errors
+
+
+def test_script_in_text_never_runs(app_url, chromium_browser):
+    base, toy = app_url
+    q = urllib.parse.urlencode({"model": toy, "text": HOSTILE})
+    page, _errors, dialogs = open_page(chromium_browser, f"{base}/attention?{q}")
+    wait_chart(page)
+    page.wait_for_timeout(500)
+    assert page.evaluate("() => window.__pwned") is None
+    assert not dialogs
+    assert page.locator("img[src='x']").count() == 0
+    assert HOSTILE in page.get_by_label("Input text").input_value()
+
+
+PAGES = ["home", "attention", "inside", "positional", "masks", "beam", "heads", "compare"]
+
+
+def settle(page):
+    """Wait until Streamlit has finished running the script."""
+    page.wait_for_timeout(300)
+    page.wait_for_selector(SCRIPT_IDLE, timeout=90_000)
+    page.wait_for_selector("[data-testid='stStatusWidget']", state="detached", timeout=90_000)
+
+
+def test_every_page_renders_its_charts(app_url, chromium_browser):
+    base, toy = app_url
+    q = urllib.parse.urlencode({"model": toy, "text": "the cat saw the dog"})
+    for name in PAGES:
+        path = "" if name == "home" else name
+        page, errors, _ = open_page(chromium_browser, f"{base}/{path}?{q}")
+        if name != "home":
+            wait_chart(page)
+        settle(page)
+        assert page.locator("[data-testid='stException']").count() == 0, name
+        page.screenshot(path=str(ARTIFACTS / f"page-{name}.png"), full_page=True)
+        assert not real_errors(errors), (name, errors)
+        page.close()
+
+
+def click_point(page, chart_index: int, trace_name: str, customdata):
+    """Click the first marker of the named scatter trace (in the chart_index-th chart) whose
+    customdata equals `customdata` (None: the first marker)."""
+    box = page.evaluate(
+        """([ci, name, want]) => {
+            const gd = document.querySelectorAll('.js-plotly-plot')[ci];
+            const scatter = [...gd.data.keys()].filter(i => gd.data[i].type === 'scatter');
+            const idx = gd.data.findIndex(t => (t.name || '').startsWith(name));
+            const cd = gd.data[idx].customdata || [];
+            const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+            const pi = want === null ? 0 : [...cd].findIndex(c => same(
+                Array.isArray(c) || ArrayBuffer.isView(c) ? [...c] : c, want));
+            const layer = gd.querySelectorAll('.scatterlayer .trace')[scatter.indexOf(idx)];
+            const r = layer.querySelectorAll('path.point')[pi].getBoundingClientRect();
+            return {x: r.x + r.width / 2, y: r.y + r.height / 2};
+        }""", [chart_index, trace_name, customdata])
+    page.mouse.click(box["x"], box["y"])
+
+
+def test_clicking_a_grid_cell_opens_that_head(app_url, chromium_browser):
+    base, toy = app_url
+    q = urllib.parse.urlencode({"model": toy, "text": "the cat saw the dog"})
+    page, errors, _ = open_page(chromium_browser, f"{base}/attention?{q}")
+    wait_chart(page)
+    settle(page)
+    click_point(page, 1, "cells", [1, 2])
+    page.wait_for_function("() => new URL(location.href).searchParams.get('head') === '2'"
+                           " && new URL(location.href).searchParams.get('layer') === '1'",
+                           timeout=60_000)
+    assert not real_errors(errors), errors
+
+
+def test_clicking_a_beam_node_shows_its_attention(app_url, chromium_browser):
+    base, toy = app_url
+    q = urllib.parse.urlencode({"model": toy, "text": "the cat saw the dog", "beam": 3,
+                                "max_len": 5})
+    page, errors, _ = open_page(chromium_browser, f"{base}/beam?{q}")
+    wait_chart(page)
+    settle(page)
+    assert page.get_by_text("Click a kept or finished node").count() == 1
+    click_point(page, 0, "nodes: kept", None)
+    page.wait_for_selector("text=What the model looked at", timeout=30_000)
+    page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length >= 2",
+                           timeout=60_000)
+    settle(page)
+    page.screenshot(path=str(ARTIFACTS / "beam-node.png"), full_page=True)
+    assert page.get_by_text("Click a kept or finished node").count() == 0
+    assert not real_errors(errors), errors
+
+
+@pytest.mark.parametrize("which", ["lm-rope", "tiny-llama"])
+def test_positional_page_draws_rope_for_rotary_models(app_url, chromium_browser, which,
+                                                      tiny_models):
+    """The Positional page of a rotary model (our lm-rope, a tiny Llama) in a real browser:
+    the RoPE formula and caption, and its charts (frequencies, angles, the rotated pair)."""
+    base, _ = app_url
+    model = "lm-rope" if which == "lm-rope" else str(tiny_models.path("llama"))
+    q = urllib.parse.urlencode({"model": model, "text": "the red car"})
+    page, errors, _ = open_page(chromium_browser, f"{base}/positional?{q}")
+    wait_chart(page)
+    settle(page)
+    assert page.locator("[data-testid='stException']").count() == 0
+    body = page.locator("[data-testid='stMain']").inner_text()
+    assert "Rotary position embeddings" in body and "base = 10000" in body
+    assert page.locator(".js-plotly-plot").count() >= 3
+    page.screenshot(path=str(ARTIFACTS / f"positional-{which}.png"), full_page=True)
+    assert not real_errors(errors), errors
+    page.close()
+
+
+@pytest.mark.parametrize("which", ["minilm", "tiny-t5"])
+def test_every_page_renders_for_real_hf_models(app_url, chromium_browser, which, tiny_models):
+    """Every page, the new ones included, in Chromium with the embedded MiniLM and a Hugging
+    Face encoder-decoder: a view or a clear message, never an exception or a console error."""
+    base, _ = app_url
+    model = "minilm" if which == "minilm" else str(tiny_models.path("t5"))
+    q = urllib.parse.urlencode({"model": model, "text": "The quick brown fox jumps."})
+    pages = PAGES + ["block", "pretraining", "pairs", "relative", "atlas"]
+    for name in pages:
+        path = "" if name == "home" else name
+        page, errors, _ = open_page(chromium_browser, f"{base}/{path}?{q}")
+        settle(page)
+        assert page.locator("[data-testid='stException']").count() == 0, (which, name)
+        page.screenshot(path=str(ARTIFACTS / f"{which}-{name}.png"), full_page=True)
+        assert not real_errors(errors), (which, name, errors)
+        page.close()

@@ -1,0 +1,107 @@
+"""No overlapping text on any page (issue 24, item 3), read from Chromium's own layout.
+
+One streamlit server; for each model (MiniLM, the shipped en-fr translator, a tiny random
+Llama) one browser tab opens every page of app.py's navigation in turn at a 1,500 px wide
+viewport. On each page, for every Plotly chart, the rendered SVG text (tick labels, axis and
+chart titles, subplot titles, colour-bar ticks and titles, legend entries, annotations, text
+markers such as the beam tree's node labels) is read as oriented boxes: the element's getBBox
+through its getScreenCTM, so rotated tick labels are boxes at their own angle, not their
+axis-aligned hulls. The test fails when
+
+- two text boxes of one chart intersect by more than TOL px (separating-axis test);
+- a colour bar (its bar, ticks or title) intersects a tick label that is not its own, or the
+  plotting area of a subplot;
+- a text sticks out of the chart's own SVG, or a text marker is cut by its subplot's clip;
+- a button's label is truncated (its text is wider than the room the button gives it).
+
+Every finding names the page, the chart (its title) and the two texts, so the failure
+message is the list of overlaps. Screenshots of pages with findings go to tests/artifacts;
+set OVERLAP_SHOTS=DIR to keep a screenshot of every page.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+from tests.support.browser_support import ARTIFACTS, CHROMIUM, ROOT, streamlit_server
+from tests.support.overlaps import (
+    VIEWPORT,
+    page_findings,
+    screenshot,
+    settle,
+)
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.slow,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed"),
+]
+TEXT = "The cat sat on the mat because it was tired."
+MODELS = {  # name -> (model in the URL (None: the tiny Llama's folder), extra URL state)
+    "minilm": ("minilm", {"text": TEXT}),
+    "en-fr": ("en-fr", {"text": "the small black cats eat the cake", "beam": 4}),
+    # prompt + 20 greedy tokens (the sidebar's "New tokens"): 33 tokens crowd the heatmaps
+    "tiny-llama": (None, {"text": TEXT, "new": 20}),
+}
+
+
+def navigation_paths() -> dict[str, str]:
+    """page file stem -> URL path ("" for the default page), in the navigation's order: from
+    attention_lab.ui.navigation's PAGES when app.py builds its pages there, else from the
+    st.Page calls in app.py itself."""
+    try:
+        from attention_lab.ui.navigation import PAGES
+    except ImportError:
+        PAGES = None
+    if PAGES:
+        return {Path(p.path).stem: p.url_path for p in PAGES}
+    source = (ROOT / "app.py").read_text(encoding="utf-8")
+    paths = {}
+    for m in re.finditer(r'st\.Page\(\s*"pages/(\w+)\.py"(.*?)\)', source, re.S):
+        url = re.search(r'url_path="([^"]*)"', m.group(2))
+        paths[m.group(1)] = "" if "default=True" in m.group(2) else (
+            url.group(1) if url else m.group(1))
+    return paths
+
+
+# ---- reading the page --------------------------------------------------------------------
+
+
+# ---- geometry ----------------------------------------------------------------------------
+
+
+# ---- the test ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def server():
+    with streamlit_server() as (base, _proc):
+        yield base
+
+
+@pytest.mark.parametrize("which", list(MODELS))
+def test_no_text_overlaps_on_any_page(server, chromium_browser, tiny_models, which):
+    model, state = MODELS[which]
+    model = model or str(tiny_models.path("llama"))
+    query = urllib.parse.urlencode({"model": model, **state})
+    shots = Path(os.environ.get("OVERLAP_SHOTS") or ARTIFACTS)
+    shots.mkdir(parents=True, exist_ok=True)
+    tab = chromium_browser.new_page(viewport=VIEWPORT)
+    problems: list[str] = []
+    try:
+        for stem, path in navigation_paths().items():
+            tab.goto(f"{server}/{path}?{query}")
+            settle(tab)
+            assert tab.locator("[data-testid='stException']").count() == 0, (which, stem)
+            found = page_findings(tab)
+            problems += [f"{which} / {stem}: {f}" for f in found]
+            if found or os.environ.get("OVERLAP_SHOTS"):
+                screenshot(tab, shots / f"overlaps-{which}-{stem}.png")
+    finally:
+        tab.close()
+    assert not problems, f"{len(problems)} text overlaps:\n" + "\n".join(problems)

@@ -1,0 +1,78 @@
+"""Every benchmark module runs in its quick mode (small sizes, one repetition), so none can
+rot. Only sizes and correctness are asserted here, never wall-clock times."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.__main__ import MODULES
+from tests.support.bench_rows import quick_rows
+
+pytestmark = pytest.mark.slow
+
+
+def test_every_module_is_in_the_runner():
+    here = Path(__file__).resolve().parents[2] / "bench"
+    files = sorted(p.stem for p in here.glob("bench_*.py"))
+    assert sorted(MODULES) == files
+
+
+def test_capture():
+    rows = quick_rows("bench_capture")
+    native = [r for r in rows if r["name"].startswith("native")]
+    assert [r["n_tokens"] for r in native] == [64, 64]
+    assert native[0]["faithfulness"] is not None and native[0]["faithfulness"] < 1e-4
+    hf = [r for r in rows if r["name"].startswith("MiniLM-shaped trace,")]
+    assert hf and all(r["same_output"] for r in hf)  # our patterns are eager's
+    memory = [r for r in rows if "peak" in r["name"]]
+    assert memory and memory[0]["peak_gb"] > 0
+
+
+def test_peers():
+    rows = quick_rows("bench_peers")
+    peers = {r["name"].split(" vs ")[1].split(",")[0] for r in rows}
+    assert peers == {"eager", "tl"}  # both peers measured on the same model and length
+    for r in rows:
+        assert r["n_tokens"] == 64 and r["peak_growth_mb"] >= 0 and r["peer_peak_growth_mb"] >= 0
+
+
+def test_beam():
+    rows = quick_rows("bench_beam")
+    for r in rows:
+        assert r["same_output"], r  # the same hypotheses as HF generate
+
+
+def test_payload():
+    rows = quick_rows("bench_payload")
+    assert {r["n_tokens"] for r in rows} == {32}
+    for r in rows:
+        assert 0 < r["our_bytes"] and 0 < r["bertviz_bytes"]
+    together = next(r for r in rows if "all three" in r["name"])
+    assert together["our_bytes"] == sum(r["our_bytes"] for r in rows if r is not together)
+
+
+def test_scaling():
+    rows = quick_rows("bench_scaling")
+    assert [r["n_tokens"] for r in rows] == [64, 128]
+    for r in rows:
+        n = r["n_tokens"]
+        assert r["shape"] == [4, n, n] and r["rows_sum_to_1"]
+        assert r["page_bounded"] and set(r["page_bytes_by_figure"]) == {
+            "heatmap", "grid", "head view", "mean", "rollout"}
+        # the lazy trace holds q and k: 9 blocks x 2 x n x d_model 128, float32
+        assert r["trace_mb"] == pytest.approx(9 * 2 * n * 128 * 4 / 2**20)
+        # every pattern and score read: + 9 blocks x 2 x 4 heads x n x n float32 (+ v, z)
+        assert r["trace_mb_all_points"] > r["trace_mb"] + 9 * 2 * 4 * n * n * 4 / 2**20
+    assert rows[1]["trace_mb"] == pytest.approx(2 * rows[0]["trace_mb"])  # linear in N
+
+
+def test_atlas():
+    assert quick_rows("bench_atlas")
+
+
+def test_contributions():
+    rows = quick_rows("bench_contributions")
+    assert [r["name"].split(",")[0] for r in rows] == ["logit_attribution", "logit_lens (k=5)"]
+    assert rows[0]["adds_up"]  # the timed attribution adds up to the model's logit

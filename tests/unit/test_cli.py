@@ -1,0 +1,224 @@
+"""The `attention-lab` command, run in-process (attention_lab.cli.main) and once as
+`python -m attention_lab`: exports equal the library's own, and every bad input is one line
+on stderr with a non-zero exit, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import viz_core as vc
+from attention_lab import cli
+from viz_core.backends.families import FAMILIES
+from viz_core.capture.export import trace_arrays
+
+ROOT = Path(__file__).resolve().parents[2]
+TEXT = "the red car"
+
+
+def run(capsys, *argv) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """The library's own trace of TEXT, as a notebook would take it."""
+    return vc.load("en-fr").trace(TEXT)
+
+
+def test_trace_npz_equals_the_librarys_trace(capsys, tmp_path, reference):
+    out = tmp_path / "x.npz"
+    code, stdout, err = run(capsys, "trace", TEXT, "--model", "en-fr", "--out", str(out))
+    assert code == 0, err
+    assert f"wrote {out}" in stdout
+    got = np.load(out)
+    expected = trace_arrays(reference)  # what the app's "Whole trace (NPZ)" holds
+    assert sorted(got.files) == sorted(expected)
+    for block in reference.blocks:
+        assert f"{block}/pattern" in got.files
+    for key, value in expected.items():
+        # same model, same kernels, same process: the same numbers bit for bit
+        np.testing.assert_array_equal(got[key], np.asarray(value), err_msg=key)
+
+
+def test_trace_json_holds_tokens_and_patterns(capsys, tmp_path, reference):
+    out = tmp_path / "x.json"
+    code, _, err = run(capsys, "trace", TEXT, "--model", "en-fr", "--out", str(out))
+    assert code == 0, err
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert data["blocks"] == reference.blocks
+    assert data["output_text"] == reference.output_text
+    cross = data["block_data"]["decoder.1.cross"]
+    assert cross["query_tokens"] == reference["decoder.1.cross"].query_tokens
+    np.testing.assert_array_equal(np.asarray(cross["pattern"], dtype=np.float32),
+                                  reference["decoder.1.cross"].pattern)
+
+
+def test_trace_with_a_target_is_teacher_forced(capsys, tmp_path):
+    out = tmp_path / "t.npz"
+    code, _, err = run(capsys, "trace", TEXT, "--model", "en-fr", "--target", "la voiture",
+                       "--out", str(out))
+    assert code == 0, err
+    ref = vc.load("en-fr").trace(TEXT, "la voiture")
+    np.testing.assert_array_equal(np.load(out)["decoder.0.cross/pattern"],
+                                  ref["decoder.0.cross"].pattern)
+
+
+def test_trace_without_out_prints_a_summary(capsys, reference):
+    code, out, err = run(capsys, "trace", TEXT, "--model", "en-fr")
+    assert code == 0, err
+    assert f"output: {reference.output_text}" in out
+    assert "decoder.1.cross 4x" in out
+    assert " ".join(reference.source_tokens) in out
+
+
+def test_models_lists_shipped_builtin_and_families(capsys):
+    code, out, _ = run(capsys, "models")
+    assert code == 0
+    shipped = vc.shipped_models()
+    assert {"en-fr", "dates", "lm"} <= set(shipped)
+    for name in shipped:
+        assert f"  {name} " in out
+    assert "minilm" in out
+    for model_type in FAMILIES:
+        assert model_type in out
+
+
+def test_check_prints_the_faithfulness_figure(capsys):
+    code, out, err = run(capsys, "check", "--model", "en-fr", "--text", TEXT)
+    assert code == 0, err
+    line = next(s for s in out.splitlines() if s.startswith("faithfulness:"))
+    value = float(line.split("=")[1].split()[0])
+    # traced (eager softmax) vs the model's own SDPA run, float32: a few 1e-6 on this CPU
+    assert 0 <= value < 1e-4
+    assert "output: la voiture rouge" in out
+
+
+@pytest.mark.parametrize("argv", [
+    ["trace", TEXT, "--model", "no-such-model"],
+    ["trace", "", "--model", "en-fr"],
+    ["trace", "   ", "--model", "en-fr"],
+    ["trace", TEXT, "--model", "en-fr", "--out", "/no/such/folder/x.npz"],
+    ["trace", TEXT, "--model", "en-fr", "--out", "{tmp}"],  # a folder
+    ["trace", TEXT, "--model", "en-fr", "--out", "{tmp}/x.txt"],  # an unknown format
+    ["trace", TEXT, "--model", "{tmp}/nothing-here"],
+    ["check", "--model", "no-such-model"],
+    ["check", "--model", "en-fr", "--text", ""],
+    ["check", "--model", ""],
+    ["atlas", "--model", "no-such-model", "--data", "probe", "--out", "{tmp}/atlas",
+     "--engine", "local", "--quiet"],
+], ids=["trace-unknown-model", "trace-empty", "trace-blank", "trace-out-no-folder",
+        "trace-out-folder", "trace-out-format", "trace-missing-path", "check-unknown-model",
+        "check-empty-text", "check-empty-model", "atlas-unknown-model"])
+def test_bad_input_is_one_line(capsys, tmp_path, argv):
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    code, out, err = run(capsys, *argv)
+    assert code != 0
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err and lines[0].split(":")[0] in ("attention-lab", "atlas")
+    assert not list(tmp_path.glob("x.*"))
+
+
+def test_unwritable_out_is_one_line(capsys, tmp_path, monkeypatch):
+    """A file that cannot be written (here: a read-only folder, as root sees one: an OSError
+    from the write itself) is one line too."""
+    target = tmp_path / "x.npz"
+
+    def refuse(self, data):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "write_bytes", refuse)
+    code, _, err = run(capsys, "trace", TEXT, "--model", "en-fr", "--out", str(target))
+    assert code == 1
+    assert err.strip() == f"attention-lab: cannot write {str(target)!r}: Permission denied"
+
+
+@pytest.mark.parametrize("argv", [
+    ["trace", TEXT, "--model", "en-fr", "--bogus"],
+    ["trace", "--model", "en-fr"],  # no TEXT
+    ["trace", TEXT],  # no --model
+    ["models", "--bogus"],
+    ["check"],
+    ["app", "--port", "not-a-port"],
+    ["atlas", "--bogus"],
+    ["bogus-command"],
+])
+def test_usage_errors_exit_2(capsys, argv):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "error:" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", ["app", "trace", "models", "check", "atlas"])
+def test_help_on_each_command(capsys, command):
+    with pytest.raises(SystemExit) as exc:
+        cli.main([command, "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "usage:" in out
+    assert f"usage: attention-lab {command}" in out  # the name the user typed
+    if command == "atlas":  # the atlas's own parser, under the command's name
+        assert "--data" in out
+
+
+def test_app_runs_streamlit_on_the_apps_folder(monkeypatch):
+    """`attention-lab app` becomes `python -m streamlit run app.py` in the folder holding
+    app.py, pages/ and .streamlit/config.toml (the clone's root here), like `make run`."""
+    seen = {}
+    monkeypatch.setattr(os, "chdir", lambda path: seen.setdefault("cwd", Path(path)))
+    monkeypatch.setattr(os, "execve", lambda exe, argv, env: seen.update(argv=argv, env=env))
+    cli.main(["app", "--port", "8612"])
+    assert seen["cwd"] == ROOT
+    assert seen["argv"][:5] == [sys.executable, "-m", "streamlit", "run", "app.py"]
+    assert seen["argv"][5:7] == ["--server.port", "8612"]
+    assert (seen["cwd"] / ".streamlit" / "config.toml").is_file()
+    assert seen["env"]["HF_HUB_OFFLINE"] == os.environ.get("HF_HUB_OFFLINE", "1")
+    seen.clear()
+    cli.main([])  # no command: the app on the default port
+    assert seen["argv"][5:7] == ["--server.port", "8501"]
+
+
+def test_python_dash_m_attention_lab():
+    proc = subprocess.run([sys.executable, "-m", "attention_lab", "--help"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    for command in ("app", "trace", "atlas", "models", "check"):
+        assert command in proc.stdout
+
+
+def test_export_of_a_long_input_is_refused_as_in_the_app(capsys, tmp_path, monkeypatch):
+    """Whole-matrix downloads stop at the app's exact limit (1,024 tokens; lowered to 3 here
+    so a shipped model reaches it): one line, nothing written."""
+    from viz_core.figures import heatmap
+
+    monkeypatch.setattr(heatmap, "EXACT_MAX_TOKENS", 3)
+    code, _, err = run(capsys, "trace", TEXT, "--model", "en-fr", "--out", str(tmp_path / "x.npz"))
+    assert code == 1
+    assert err.strip() == ("attention-lab: exports of whole attention matrices go up to 3 "
+                           "tokens; this input has 4")
+    assert not (tmp_path / "x.npz").exists()
+
+
+@pytest.mark.slow
+def test_a_hugging_face_model_leaves_stderr_clean():
+    """MiniLM in a fresh process (transformers' loading bars are set at its import): a
+    successful check writes nothing to stderr, so a failure's line is the only one there."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    env.pop("HF_HUB_DISABLE_PROGRESS_BARS", None)
+    proc = subprocess.run([sys.executable, "-m", "attention_lab", "check", "--model", "minilm",
+                           "--text", "the cat sat on the mat"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    assert "faithfulness:" in proc.stdout

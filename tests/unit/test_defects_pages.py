@@ -1,0 +1,101 @@
+"""Issue 15's defects, each with a test that would have caught it: the Masks page with
+Hugging Face models (pad tokens that are not "<pad>"), the Positional page's whole range,
+Marian's half-split sin/cos labels and a readable model card on Home."""
+
+
+import numpy as np
+import pytest
+
+from attention_lab.ui.model_card import model_card_rows, model_metrics
+from viz_core.figures.masks import pad_columns, real_length
+from viz_core.figures.positional import positional_curves, sinusoidal_table
+from viz_core.lessons.positions import (
+    find_offset,
+    pair_of,
+    sin_cos_labels,
+    sinusoid_closed_form,
+    sinusoid_layout,
+    whole_table,
+)
+
+T, F = True, False
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_models):
+    return {name: str(tiny_models.path(name, seed=0)) for name in ("gpt2", "marian", "roberta", "bart")}
+
+
+# ---- masks ----------------------------------------------------------------------------
+def test_pad_columns_read_padding_not_causality():
+    causal_pad = np.array([[F, T, T, T], [F, F, T, T], [F, F, T, T], [F, F, T, T]])
+    np.testing.assert_array_equal(pad_columns(causal_pad), [F, F, T, T])
+    assert real_length(causal_pad) == 2
+    causal = np.triu(np.ones((3, 3), bool), 1)
+    assert real_length(causal) == 3  # the last query sees every key
+    assert real_length(np.zeros((2, 5), bool)) == 5
+
+
+# ---- positional -------------------------------------------------------------------------
+def test_sinusoid_layouts_by_closed_form():
+    inter = sinusoidal_table(50, 16)
+    assert sinusoid_layout(inter) == "interleaved"
+    half = sinusoid_closed_form(50, 16, "half")
+    assert sinusoid_layout(half) == "half"
+    # by hand: PE(1, 0) = sin(1), PE(1, 8) = cos(1) in the half layout; PE(1, 1) = sin(1/10000^(2/16))
+    assert half[1, 0] == pytest.approx(np.sin(1.0))
+    assert half[1, 8] == pytest.approx(np.cos(1.0))
+    assert half[1, 1] == pytest.approx(np.sin(10000 ** (-2 / 16)))
+    assert sin_cos_labels(half)[:2] == ["sin", "sin"] and sin_cos_labels(half)[8] == "cos"
+    assert sin_cos_labels(inter)[:2] == ["sin", "cos"]
+    assert sinusoid_layout(np.random.default_rng(0).normal(size=(50, 16))) is None
+    assert pair_of(1, 16, "half") == 9 and pair_of(1, 16, "interleaved") == 0
+    odd = sinusoid_closed_form(10, 5, "half")
+    assert odd.shape == (10, 5) and sinusoid_layout(odd) == "half"
+
+
+def test_find_offset():
+    table = np.arange(20, dtype=np.float32).reshape(10, 2)
+    assert find_offset(table, table[2:5]) == 2
+    assert find_offset(table, table[0:3]) == 0
+    assert find_offset(table, table[0:3] + 1) is None
+
+
+def test_curves_label_marian_dims_by_half_and_mark_the_input():
+    table = sinusoid_closed_form(40, 8, "half")
+    fig = positional_curves(table, [1, 4], sinusoidal=True, start=0, marks=["a", "<b>", "c"])
+    names = [t.name for t in fig.data if t.showlegend is not False]
+    assert names == ["dim 1 (sin)", "dim 4 (cos)"]  # parity would say "dim 1 (cos)"
+    marks = [t for t in fig.data if t.mode == "markers"]
+    assert list(marks[0].x) == [0, 1, 2] and "&lt;b>" in list(marks[0].text)
+
+
+@pytest.mark.slow
+def test_whole_tables_of_hf_models_with_their_offsets(tiny):
+    import viz_core as vc
+
+    for name, offset_word, layout in (("marian", "", "half"), ("roberta", "from row 2", None),
+                                      ("bart", "from row 2", None)):
+        m = vc.load(tiny[name])
+        tr = m.trace("the cat sat on the mat")
+        full, where = whole_table(m, tr.positional)
+        assert full.shape[0] == 64, name  # the model's whole range, not the input's 7 rows
+        np.testing.assert_allclose(full[: len(tr.positional)], tr.positional, atol=1e-6)
+        assert offset_word in where
+        assert sinusoid_layout(full) == layout
+
+
+# ---- home -------------------------------------------------------------------------------
+def test_model_card_rows_are_readable():
+    info = {"name": "x", "kind": "encoder-only", "parameters": 22713216, "scores": True,
+            "heads": 12, "layers": 6, "decoder_layers": 0, "d_model": 384, "path": None}
+    rows = {r["field"]: r["value"] for r in model_card_rows(info, {"trained_steps": 3422})}
+    assert rows["Parameters"] == "22,713,216"
+    assert rows["Pre-softmax scores"] == "yes"
+    assert rows["Kind"].startswith("encoder only")
+    assert rows["Loaded from"] == "—"
+    assert rows["Trained steps"] == "3422"
+    assert model_metrics(info) == [("Layers", "6"), ("Heads", "12"), ("d_model", "384"),
+                                   ("Parameters", "22.7 M")]
+    assert model_metrics({"kind": "encoder-decoder", "layers": 2, "decoder_layers": 2,
+                          "parameters": 908381})[0] == ("Layers", "2 + 2")

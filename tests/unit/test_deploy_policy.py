@@ -1,0 +1,190 @@
+"""Models a user can point at: the deployment policy, hostile checkpoints, limits.
+
+- ATTENTION_LAB_* settings (or .streamlit/secrets) restrict names and sizes, checked before
+  anything is read or allocated;
+- corrupt or hostile checkpoints give a clear message in the app, which keeps working;
+- Hugging Face models never run remote code; pickles are never unpickled;
+- limits (beam size, max length, URL values) are clamped or refused with a message.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import viz_core as vc
+from tests.support.hf_tiny import make_tiny_bert
+from tests.support.hostile_checkpoints import hostile_checkpoints
+from viz_core.backends import native
+from viz_core.loading import hf as hf_load
+from viz_core.loading.policy import Policy, safetensors_parameters
+from viz_core.training.toy import save_toy
+
+ENV = ("ATTENTION_LAB_ALLOWED_MODELS", "ATTENTION_LAB_ALLOW_LOCAL_PATHS",
+       "ATTENTION_LAB_ALLOW_HUB", "ATTENTION_LAB_MAX_MODEL_MB", "ATTENTION_LAB_MAX_PARAMETERS")
+SHIPPED = vc.shipped_models()[0]
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    for key in ENV:
+        monkeypatch.delenv(key, raising=False)
+    from viz_core.loading.policy import set_default_policy
+
+    set_default_policy(None)
+    yield
+    set_default_policy(None)
+
+
+@pytest.fixture
+def no_loading(monkeypatch):
+    """Fail if anything past the policy check would read a model."""
+    def boom(*args, **kwargs):
+        raise AssertionError("the model was read although the policy refuses it")
+
+    monkeypatch.setattr(native.NativeModel, "from_dir", classmethod(boom))
+    monkeypatch.setattr(hf_load, "load_hf", boom)
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory) -> Path:
+    return save_toy(tmp_path_factory.mktemp("ckpt") / "toy", seed=3)
+
+
+# ---- parsing ----------------------------------------------------------------------------
+def test_policy_from_env_and_overrides():
+    p = Policy.from_env({"ATTENTION_LAB_ALLOWED_MODELS": " dates, minilm ,,/srv/m ",
+                         "ATTENTION_LAB_ALLOW_LOCAL_PATHS": "0", "ATTENTION_LAB_ALLOW_HUB": "no",
+                         "ATTENTION_LAB_MAX_MODEL_MB": "500", "ATTENTION_LAB_MAX_PARAMETERS":
+                         "2e8", "UNRELATED": "x"})
+    assert p == Policy(("dates", "minilm", "/srv/m"), False, False, 500.0, 2e8)
+    assert p.restricted and not Policy().restricted
+    q = Policy.from_env({"ATTENTION_LAB_ALLOW_HUB": "0"}, overrides={"allow_hub": True,
+                                                                     "max_model_mb": 10})
+    assert q.allow_hub and q.max_model_mb == 10
+    for bad in ({"ATTENTION_LAB_ALLOW_HUB": "maybe"}, {"ATTENTION_LAB_MAX_MODEL_MB": "lots"},
+                {"ATTENTION_LAB_MAX_PARAMETERS": "-5"}):
+        with pytest.raises(vc.ModelLoadError, match="ATTENTION_LAB_"):
+            Policy.from_env(bad)
+
+
+# ---- names: refused before anything is read ------------------------------------------------
+def test_allow_list_refuses_before_reading(monkeypatch, toy, no_loading):
+    monkeypatch.setenv("ATTENTION_LAB_ALLOWED_MODELS", "minilm")
+    for name in (SHIPPED, str(toy), "bert-base-uncased", "/etc/passwd"):
+        with pytest.raises(vc.ModelLoadError, match="not one of the models"):
+            vc.load(name)
+
+
+def test_allow_list_admits_listed_names_and_paths(monkeypatch, toy):
+    monkeypatch.setenv("ATTENTION_LAB_ALLOWED_MODELS", f"{SHIPPED},{toy}")
+    monkeypatch.setenv("ATTENTION_LAB_ALLOW_HUB", "0")
+    assert vc.load(SHIPPED).name == SHIPPED
+    assert vc.load(str(toy / ".." / "toy")).kind == "encoder-decoder"  # same folder, resolved
+
+
+def test_local_paths_and_hub_switches(monkeypatch, toy, no_loading):
+    monkeypatch.setenv("ATTENTION_LAB_ALLOW_LOCAL_PATHS", "0")
+    with pytest.raises(vc.ModelLoadError, match="folders on the server"):
+        vc.load(str(toy))
+    with pytest.raises(vc.ModelLoadError, match="folders on the server"):
+        vc.load("../../etc")
+    monkeypatch.setenv("ATTENTION_LAB_ALLOW_LOCAL_PATHS", "1")
+    monkeypatch.setenv("ATTENTION_LAB_ALLOW_HUB", "0")
+    with pytest.raises(vc.ModelLoadError, match="Hugging Face Hub"):
+        vc.load("bert-base-uncased")
+    with pytest.raises(vc.ModelLoadError, match="Hugging Face Hub"):
+        vc.load("facebook/bart-large")
+
+
+def test_builtin_models_pass_the_switches(monkeypatch):
+    monkeypatch.setenv("ATTENTION_LAB_ALLOW_LOCAL_PATHS", "0")
+    monkeypatch.setenv("ATTENTION_LAB_ALLOW_HUB", "0")
+    assert vc.load(SHIPPED).name == SHIPPED
+
+
+# ---- sizes: refused before allocation ------------------------------------------------------
+def test_size_caps_before_allocation(monkeypatch, toy, tmp_path, no_loading):
+    monkeypatch.setenv("ATTENTION_LAB_MAX_MODEL_MB", "0.01")  # 10 kB
+    with pytest.raises(vc.ModelLoadError, match="MB of weights"):
+        vc.load(str(toy))
+    with pytest.raises(vc.ModelLoadError, match="MB of weights"):
+        vc.load("minilm")
+    monkeypatch.delenv("ATTENTION_LAB_MAX_MODEL_MB")
+    monkeypatch.setenv("ATTENTION_LAB_MAX_PARAMETERS", "1000")
+    with pytest.raises(vc.ModelLoadError, match="parameters"):
+        vc.load(str(toy))
+    bert = make_tiny_bert(tmp_path / "bert")
+    with pytest.raises(vc.ModelLoadError, match="parameters"):
+        vc.load(str(bert))
+
+
+def test_safetensors_header_count_matches_the_model(tmp_path):
+    bert = make_tiny_bert(tmp_path / "bert")
+    n = safetensors_parameters(bert / "model.safetensors")
+    model = vc.load(str(bert))
+    assert n == model.n_parameters
+
+
+def test_caps_admit_models_under_them(monkeypatch, toy):
+    monkeypatch.setenv("ATTENTION_LAB_MAX_MODEL_MB", "200")
+    monkeypatch.setenv("ATTENTION_LAB_MAX_PARAMETERS", "100e6")
+    assert vc.load(str(toy)).trace("the cat").blocks
+    assert vc.load("minilm").trace("the cat").blocks
+
+
+# ---- hostile checkpoints -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hostile")
+    return root, hostile_checkpoints(root)
+
+
+def test_hostile_checkpoints_raise_clear_errors(hostile):
+    root, cases = hostile
+    for name, (path, word) in cases.items():
+        with pytest.raises(vc.VizError) as err:
+            vc.load(str(path))
+        assert word.lower() in str(err.value).lower(), (name, str(err.value))
+    assert not (root / "UNPICKLED").exists()
+
+
+def test_remote_code_never_runs(tmp_path):
+    folder = tmp_path / "remote"
+    folder.mkdir()
+    marker = tmp_path / "REMOTE_CODE_RAN"
+    (folder / "config.json").write_text(json.dumps({
+        "model_type": "evil", "architectures": ["EvilModel"],
+        "auto_map": {"AutoConfig": "evil.EvilConfig", "AutoModel": "evil.EvilModel"}}))
+    (folder / "evil.py").write_text(f"open({str(marker)!r}, 'w').write('x')\n"
+                                    "from transformers import PretrainedConfig\n"
+                                    "class EvilConfig(PretrainedConfig):\n"
+                                    "    model_type = 'evil'\n")
+    with pytest.raises(vc.ModelLoadError):
+        vc.load(str(folder))
+    assert not marker.exists()
+    # and no from_pretrained call in viz_core can turn it on
+    for source in Path(vc.__file__).parent.rglob("*.py"):
+        text = source.read_text()
+        for call in re.findall(r"from_pretrained\((.*?)\)\n", text, flags=re.S):
+            assert "trust_remote_code=False" in call, (source, call)
+        assert "trust_remote_code=True" not in text
+
+
+# ---- the policy in the app ------------------------------------------------------------------
+
+
+# ---- limits ----------------------------------------------------------------------------------
+
+
+def test_input_tokens_are_cut_to_the_models_maximum():
+    for name in [SHIPPED, "minilm"]:
+        model = vc.load(name)
+        trace = model.trace("word " * 5000)
+        assert any("fit" in w for w in trace.warnings)
+        assert len(trace.source_tokens) <= model.max_tokens

@@ -1,0 +1,192 @@
+"""The folders are the layers: imports go one way, with no circles (docs/ARCHITECTURE.md).
+
+Every import statement of every module is read, function-level ones included; imports under
+``if TYPE_CHECKING:`` are type hints that never run, and are the only ones left out.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# (importer prefix, forbidden prefixes): the direction rules of docs/ARCHITECTURE.md.
+RULES = [
+    ("viz_core.lessons", ("viz_core.backends", "viz_core.loading")),
+    ("viz_core.analysis", ("viz_core.backends", "viz_core.loading")),
+    ("viz_core.figures", ("viz_core.capture", "viz_core.backends", "viz_core.loading")),
+    ("viz_core.model", ("viz_core.backends", "viz_core.loading", "viz_core.analysis",
+                        "viz_core.figures")),
+    ("viz_core.capture", ("viz_core.backends", "viz_core.loading")),
+    ("viz_core.backends", ("viz_core.loading", "viz_core.figures")),
+    ("viz_core", ("attention_lab", "ui", "streamlit", "pages")),
+]
+# What a page may import of the library: the public face and its namespaces.
+PAGE_ALLOWED = ("viz_core", "viz_core.errors", "viz_core.figures", "viz_core.analysis",
+                "viz_core.lessons", "viz_core.decoding", "viz_core.atlas")
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _type_checking_lines(tree: ast.AST) -> set[int]:
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
+    return lines
+
+
+def imports_of(path: Path, root: Path, modules: set[str]) -> set[str]:
+    """Modules this file imports at run time (top level or inside functions), resolved:
+    ``from pkg import name`` counts as ``pkg.name`` when that is a module."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip = _type_checking_lines(tree)
+    me = module_name(path, root)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if getattr(node, "lineno", None) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                child = f"{target}.{alias.name}"
+                found.add(child if child in modules else target)
+    return found
+
+
+def import_graph(root: Path, packages: tuple[str, ...]) -> dict[str, set[str]]:
+    files = [p for pkg in packages for p in (root / pkg).rglob("*.py")]
+    modules = {module_name(p, root) for p in files}
+    return {module_name(p, root): imports_of(p, root, modules) for p in files}
+
+
+def violations(graph: dict[str, set[str]], rules=RULES) -> list[str]:
+    out = []
+    for importer, targets in graph.items():
+        for prefix, forbidden in rules:
+            if importer == prefix or importer.startswith(prefix + "."):
+                out += [f"{importer} imports {t}" for t in targets
+                        if any(t == f or t.startswith(f + ".") for f in forbidden)]
+    return sorted(out)
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in graph:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return import_graph(ROOT, ("viz_core", "attention_lab"))
+
+
+def test_no_import_circles(graph):
+    assert cycles(graph) == []
+
+
+def test_imports_go_one_way(graph):
+    assert violations(graph) == []
+
+
+def test_viz_core_never_imports_streamlit_or_the_app(graph):
+    core = {m: t for m, t in graph.items() if m.startswith("viz_core")}
+    assert not [(m, t) for m, ts in core.items() for t in ts
+                if t.split(".")[0] in {"streamlit", "attention_lab", "ui", "pages"}]
+
+
+def test_pages_use_only_the_public_face_and_ui():
+    modules = {module_name(p, ROOT) for p in (ROOT / "viz_core").rglob("*.py")}
+    bad = []
+    for page in sorted((ROOT / "pages").glob("*.py")):
+        for target in imports_of(page, ROOT, modules):
+            if target.split(".")[0] == "viz_core" and not any(
+                    target == a or (a != "viz_core" and target.startswith(a + "."))
+                    for a in PAGE_ALLOWED):
+                bad.append(f"{page.name} imports {target}")
+            if target.split(".")[0] == "ui":
+                bad.append(f"{page.name} imports the old top-level ui package")
+    assert bad == []
+
+
+def test_public_face_exports_what_a_notebook_calls():
+    import viz_core as vc
+
+    for name in ("load", "AttentionTrace", "BlockTrace", "BeamTree", "VizError", "InputError",
+                 "trace_npz", "figures", "analysis", "lessons"):
+        assert name in vc.__all__ and getattr(vc, name) is not None
+    assert callable(vc.figures.block_heatmap)
+
+
+def test_no_module_left_at_the_root_but_the_face_and_errors():
+    assert sorted(p.name for p in (ROOT / "viz_core").glob("*.py")) == ["__init__.py", "errors.py"]
+
+
+def test_every_folder_states_its_contract():
+    for folder in sorted(p for p in (ROOT / "viz_core").iterdir()
+                         if p.is_dir() and (p / "__init__.py").exists()):
+        doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text(encoding="utf-8")))
+        assert doc and len(doc) > 40, f"{folder.name}/__init__.py has no contract docstring"
+
+
+# The checks themselves can fail: a tiny package with a circle and a wrong-way import.
+def test_the_checks_find_a_circle_and_a_wrong_way_import(tmp_path):
+    pkg = tmp_path / "viz_core"
+    for sub in ("lessons", "backends"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text('"""x"""\n')
+    (pkg / "__init__.py").write_text("")
+    (pkg / "lessons" / "a.py").write_text("def f():\n    from ..backends import b\n")
+    (pkg / "backends" / "b.py").write_text("from ..lessons import a\n")
+    (pkg / "lessons" / "c.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..backends import b\n")
+    g = import_graph(tmp_path, ("viz_core",))
+    assert cycles(g) == [["viz_core.backends.b", "viz_core.lessons.a"]]
+    assert violations(g) == ["viz_core.lessons.a imports viz_core.backends.b"]
