@@ -20,3 +20,8 @@ class InputError(VizError):
 class DecompositionError(VizError):
     """A direct decomposition (logit attribution, QK attribution) does not apply to this
     model (post-norm, or no unembedding); the message says what to use instead."""
+
+
+class ChoiceError(InputError, ValueError):
+    """A string setting is not one of its choices (viz_core.model.choices.choose); a
+    ValueError too, as Python's own argument checks are."""

@@ -190,3 +190,78 @@ def test_the_checks_find_a_circle_and_a_wrong_way_import(tmp_path):
     g = import_graph(tmp_path, ("viz_core",))
     assert cycles(g) == [["viz_core.backends.b", "viz_core.lessons.a"]]
     assert violations(g) == ["viz_core.lessons.a imports viz_core.backends.b"]
+
+
+# ---- no reach into private state across layers --------------------------------------------
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _folder(target: str, root: Path) -> str:
+    """The folder (package) a module of ours lives in: a package is its own folder."""
+    is_package = (root / Path(*target.split(".")) / "__init__.py").is_file()
+    return target if is_package else target.rpartition(".")[0]
+
+
+def private_reaches(root: Path, packages: tuple[str, ...]) -> list[str]:
+    """``getattr(x, "_name", ...)`` (or hasattr / setattr) with a private literal name on
+    anything but self / cls, and ``from module import _name`` from another folder (layer)."""
+    found = []
+    for path in sorted(p for pkg in packages for p in (root / pkg).rglob("*.py")):
+        me = module_name(path, root)
+        package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+        where = path.relative_to(root).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id in ("getattr", "hasattr", "setattr")
+                    and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
+                    and isinstance(node.args[1].value, str) and _private(node.args[1].value)
+                    and not (isinstance(node.args[0], ast.Name)
+                             and node.args[0].id in ("self", "cls"))):
+                found.append(f"{where}: {node.func.id}(..., {node.args[1].value!r})")
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                if target.split(".")[0] not in packages or _folder(target, root) == package:
+                    continue
+                found += [f"{where}: imports {a.name} from {target}"
+                          for a in node.names if _private(a.name)]
+    return found
+
+
+# A reach into a third party's private member, not into state of ours: allowed, with why.
+ALLOWED_REACHES = {
+    "viz_core/decoding/steppers.py: hasattr(..., '_reorder_cache')":
+        "transformers' own cache-reordering hook on its models (older releases); not ours",
+}
+
+
+def test_no_reach_into_private_state_across_layers():
+    found = private_reaches(ROOT, ("viz_core", "attention_lab", "pages"))
+    assert [r for r in found if r not in ALLOWED_REACHES] == []
+    assert set(ALLOWED_REACHES) <= set(found), "an allowed reach is gone: drop it from the list"
+
+
+def test_the_check_finds_a_private_reach(tmp_path):
+    pkg = tmp_path / "viz_core"
+    for sub in ("analysis", "capture"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text('"""x"""\n')
+    (pkg / "__init__.py").write_text("")
+    (pkg / "capture" / "trace.py").write_text("def _source(b):\n    return b\n")
+    (pkg / "analysis" / "util.py").write_text("def _helper():\n    pass\n")
+    (pkg / "analysis" / "qk.py").write_text(
+        "from ..capture.trace import _source\n"  # another folder: a reach
+        "from .util import _helper\n"  # the same folder: fine
+        "from . import util\n"
+        "def f(self, block):\n"
+        "    getattr(self, '_cache', None)\n"  # its own state: fine
+        "    getattr(block, '__dict__')\n"  # a dunder: fine
+        "    return getattr(block, '_source', None)\n")  # a private literal: a reach
+    assert private_reaches(tmp_path, ("viz_core",)) == [
+        "viz_core/analysis/qk.py: imports _source from viz_core.capture.trace",
+        "viz_core/analysis/qk.py: getattr(..., '_source')",
+    ]

@@ -185,8 +185,8 @@ def test_attribution_heads_exact_when_linear():
     # The readout is linear in z: the first-order term is the whole effect, so attribution
     # patching equals real patching.
     subject, *_ = _hand_built_subject()
-    real = P.patch(subject, token="3", against="5", over="heads")
-    approx = P.attribution_patch(subject, token="3", against="5", over="heads")
+    real = P.run_patching(subject, token="3", against="5", over="heads")
+    approx = P.run_attribution_patching(subject, token="3", against="5", over="heads")
     np.testing.assert_allclose(approx.effect, real.effect, atol=1e-5)
     assert approx.clean == pytest.approx(real.clean) and approx.corrupted == pytest.approx(
         real.corrupted)
@@ -196,7 +196,7 @@ def test_attribution_positions_equal_autograd():
     # (clean - corrupted stream) . d metric / d stream, from torch.autograd on the plain
     # function (no recorder), against ours.
     subject, forward, x_in, W_U = _hand_built_subject(seed=1)
-    approx = P.attribution_patch(subject, token="2", against="4", over="positions")
+    approx = P.run_attribution_patching(subject, token="2", against="4", over="positions")
     x = x_in["corrupted"][None].clone().requires_grad_(True)
     out = forward(x)
     m = out[0, 2] - out[0, 4]
@@ -206,7 +206,7 @@ def test_attribution_positions_equal_autograd():
     gap = float(clean[0, 2] - clean[0, 4]) - float(m.detach())
     expected = ((x_in["clean"] - x_in["corrupted"]) * grad[0]).sum(-1) / gap
     np.testing.assert_allclose(approx.effect[0], expected.numpy(), atol=1e-5)
-    layers = P.attribution_patch(subject, token="2", against="4", over="layers")
+    layers = P.run_attribution_patching(subject, token="2", against="4", over="layers")
     assert layers.effect[0] == pytest.approx(float(expected.sum()), abs=1e-5)
 
 

@@ -22,12 +22,14 @@ import torch
 
 from ..capture.recorder import STREAM_POINTS
 from ..capture.trace import to_numpy
+from ..model.choices import NormPlacement, Stack, Sublayer, choose, options
 
-SUBLAYERS = ("self", "cross", "ffn")
+SUBLAYERS = options(Sublayer)
 SUBLAYER_LABELS = {"self": "self-attention", "cross": "cross-attention", "ffn": "feed-forward"}
 
 
-def added(points: dict[str, torch.Tensor], kind: str, placement: str) -> torch.Tensor | None:
+def added(points: dict[str, torch.Tensor], kind: Sublayer, placement: NormPlacement
+          ) -> torch.Tensor | None:
     """What sublayer ``kind`` adds to the residual stream: its output, or (Gemma 2/3, OLMo 2:
     a norm on the sublayer's output) that norm's output. None if the layer has no such
     sublayer."""
@@ -80,7 +82,7 @@ class LayerRow:
     stream_out: float
     adds: dict  # sublayer kind -> mean norm of what it adds (only the kinds the layer has)
 
-    def ratio(self, kind: str) -> float | None:
+    def ratio(self, kind: Sublayer) -> float | None:
         """What sublayer ``kind`` adds, relative to the stream entering the layer."""
         a = self.adds.get(kind)
         return None if a is None or self.stream_in == 0 else a / self.stream_in
@@ -96,8 +98,10 @@ def stacks(trace) -> list[str]:
     return out
 
 
-def layer_rows(trace, stack: str, placement: str) -> list[LayerRow]:
+def layer_rows(trace, stack: Stack, placement: NormPlacement) -> list[LayerRow]:
     """One LayerRow per layer of a stack, in layer order."""
+    stack = choose(stack, Stack, "stack")
+    placement = choose(placement, NormPlacement, "placement")
     rows = []
     layers = sorted((k for k in trace.stream if k.split(".")[0] == stack),
                     key=lambda k: int(k.split(".")[1]))
@@ -111,9 +115,10 @@ def layer_rows(trace, stack: str, placement: str) -> list[LayerRow]:
     return rows
 
 
-def stream_norms(trace, stack: str) -> np.ndarray:
+def stream_norms(trace, stack: Stack) -> np.ndarray:
     """float32 [layers + 1, T]: each token's stream norm entering layer 0, then after each
     layer."""
+    stack = choose(stack, Stack, "stack")
     layers = sorted((k for k in trace.stream if k.split(".")[0] == stack),
                     key=lambda k: int(k.split(".")[1]))
     if not layers:

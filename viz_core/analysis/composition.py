@@ -36,7 +36,7 @@ import torch
 
 
 def _heads_of(backend) -> dict[str, int]:
-    heads = getattr(backend, "_heads", None)
+    heads = backend.block_heads
     if not heads:
         raise NotImplementedError("this backend does not list its attention blocks")
     return dict(heads)
@@ -94,16 +94,16 @@ def _root(m: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def composition(backend, *, fold_norms: bool = True) -> pd.DataFrame:
+def composition(model, *, fold_norms: bool = True) -> pd.DataFrame:
     """DataFrame: kind (Q|K|V), sender, receiver ("decoder.0.self.h1"), score; every pair of
     heads in different layers of one stack, sender's layer before the receiver's."""
-    heads = _heads_of(backend)
+    heads = _heads_of(model)
     by_stack: dict[str, list[str]] = {}
     for block in heads:
         by_stack.setdefault(block.split(".")[0], []).append(block)
     rows = []
     for blocks in by_stack.values():
-        mats = {b: folded(backend.head_weights(b), fold_norms) for b in blocks}
+        mats = {b: folded(model.head_weights(b), fold_norms) for b in blocks}
         layer_of = {b: int(b.split(".")[1]) for b in blocks}
         for rb in blocks:
             senders = [b for b in blocks if layer_of[b] < layer_of[rb]]

@@ -75,8 +75,10 @@ def decoder_layers(trace, stack: str = "decoder") -> list[str]:
     return sorted(layers, key=lambda k: int(k.split(".")[1]))
 
 
-def _source(trace, block: str):
-    src = getattr(trace[block], "_source", None)
+def recorded(trace, block: str):
+    """The recorded inputs of one block (``BlockTrace.source``: q, k, v, z, mask, scaling
+    ...), with its head outputs z; VizError when the run kept no z."""
+    src = trace[block].source
     if src is None or src.z is None:
         raise VizError(f"The trace of {block!r} kept no head outputs (z).")
     return src
@@ -153,7 +155,7 @@ def stream_components(backend, trace, layers: list[str], upto: int, positions: l
             if block not in trace.blocks:
                 continue
             hw = backend.head_weights(block)
-            src = _source(trace, block)
+            src = recorded(trace, block)
             z = src.z.index_select(0, pos.to(src.z.device)).float()  # (P, H, d_v)
             w_o = hw.W_O.detach().to(z.device).float()  # (H, d, d_v)
             shares = torch.einsum("phv,hdv->hpd", z, w_o)  # (H, P, d)
@@ -224,29 +226,34 @@ def final_logits(backend, x: torch.Tensor, softcap: bool = True) -> torch.Tensor
 
 
 @torch.no_grad()
-def logit_attribution(backend, text: str, target: str | None = None, *, position: int = -1,
+def logit_attribution(model, text: str, target: str | None = None, *, position: int = -1,
                       token=None, against=None) -> LogitAttribution:
-    check_decomposable(backend)
-    trace = run(backend, text, target)
+    """Each component's direct contribution to the logit of ``token`` (default: the model's
+    top prediction) at ``position`` of ``text``, or to logit(token) - logit(against): a
+    LogitAttribution whose ``frame.contribution`` adds up to ``logit`` (module docstring).
+    Pre-norm models with an unembedding (DecompositionError otherwise); ``target``
+    teacher-forces the decoder's input (decoder-only: appended to the text)."""
+    check_decomposable(model)
+    trace = run(model, text, target)
     layers = decoder_layers(trace)
     if not layers:
         raise VizError("This run recorded no residual stream.")
     tokens = list(trace.target_tokens)
     p = check_position(position, len(tokens))
     x_final = trace.stream[layers[-1]]["out"][p:p + 1]  # (1, d)
-    logits = final_logits(backend, x_final, softcap=False)[0]  # (V,)
-    t_id = int(logits.argmax()) if token is None else backend.token_id(token)
-    a_id = None if against is None else backend.token_id(against)
+    logits = final_logits(model, x_final, softcap=False)[0]  # (V,)
+    t_id = int(logits.argmax()) if token is None else model.token_id(token)
+    a_id = None if against is None else model.token_id(against)
     if a_id is not None and a_id == t_id:
         raise InputError("The contrast token is the target token itself: their logit "
                          "difference is always 0. Pick a different contrast token.")
-    w_u, b_u = backend.unembedding()
+    w_u, b_u = model.unembedding()
     direction = w_u[t_id].detach().float()
     if a_id is not None:
         direction = direction - w_u[a_id].detach().float()
-    comps = stream_components(backend, trace, layers, len(layers), [p])
+    comps = stream_components(model, trace, layers, len(layers), [p])
     vec = comps.vectors[:, 0]  # (C, d)
-    norm = backend.final_norm()
+    norm = model.final_norm()
     direction = direction.to(vec.device)
     if norm is not None:
         s = norm.scale(x_final)  # (1, 1): the real run's scale
@@ -272,10 +279,10 @@ def logit_attribution(backend, text: str, target: str | None = None, *, position
         "layer": pd.array(layers_col, dtype="Int64"), "head": pd.array(heads_col, dtype="Int64"),
         "block": blocks, "contribution": np.asarray(contrib, dtype=np.float64)})
     logit = float(logits[t_id] - (logits[a_id] if a_id is not None else 0.0))
-    names_of = backend.token_strings([t_id] + ([a_id] if a_id is not None else []))
+    names_of = model.token_strings([t_id] + ([a_id] if a_id is not None else []))
     note = ("Each component through the final norm with its scale frozen at this run's value, "
             "then the unembedding.")
-    cap = backend.logit_softcap()
+    cap = model.logit_softcap()
     softcapped = None
     if cap:
         full = torch.tanh(logits / cap) * cap
@@ -329,28 +336,32 @@ class LogitLens:
 
 
 @torch.no_grad()
-def logit_lens(backend, text: str, target: str | None = None, *, k: int = 5) -> LogitLens:
-    check_unembedding(backend)
+def logit_lens(model, text: str, target: str | None = None, *, k: int = 5) -> LogitLens:
+    """The residual stream entering layer 0 and leaving every layer, read through the
+    model's own final norm and unembedding: the top ``k`` tokens and their probabilities per
+    (layer, position), and where the model's final prediction ranks (a LogitLens; its last
+    row is the model's output). Models with an unembedding (DecompositionError otherwise)."""
+    check_unembedding(model)
     k = whole(k, "number of top tokens k")
-    trace = run(backend, text, target)
+    trace = run(model, text, target)
     layers = decoder_layers(trace)
     if not layers:
         raise VizError("This run recorded no residual stream.")
     streams = [trace.stream[layers[0]]["in"]] + [trace.stream[lay]["out"] for lay in layers]
-    w_u, _ = backend.unembedding()
+    w_u, _ = model.unembedding()
     vocab = w_u.shape[0]
     if not 1 <= k <= vocab:
         raise InputError(f"The number of top tokens k must be between 1 and the vocabulary "
                          f"size {vocab}, not {k}.")
     step = max(1, LENS_CHUNK_BYTES // (4 * vocab))  # positions per chunk of (rows, V) logits
     n = streams[-1].shape[0]
-    pred = torch.cat([final_logits(backend, streams[-1][r0:r0 + step]).argmax(-1)
+    pred = torch.cat([final_logits(model, streams[-1][r0:r0 + step]).argmax(-1)
                       for r0 in range(0, n, step)])  # (T,): the model's own prediction
     top_ids, top_probs, ranks, probs = [], [], [], []
     for x in streams:
         parts = []
         for r0 in range(0, n, step):
-            lp = torch.log_softmax(final_logits(backend, x[r0:r0 + step]), dim=-1)
+            lp = torch.log_softmax(final_logits(model, x[r0:r0 + step]), dim=-1)
             tp, ti = lp.topk(k, dim=-1)
             own = lp.gather(-1, pred[r0:r0 + step, None])  # (rows, 1)
             parts.append((ti, tp.exp(), (lp > own).sum(-1), own[:, 0].exp()))
@@ -359,7 +370,7 @@ def logit_lens(backend, text: str, target: str | None = None, *, k: int = 5) -> 
         ranks.append(torch.cat([p[2] for p in parts]))
         probs.append(torch.cat([p[3] for p in parts]))
     top_ids_np = torch.stack(top_ids).cpu().numpy().astype(np.int64)
-    flat = backend.token_strings(top_ids_np.reshape(-1).tolist())
+    flat = model.token_strings(top_ids_np.reshape(-1).tolist())
     n_l, n_t = top_ids_np.shape[:2]
     top_tokens = [[flat[(li * n_t + t) * k:(li * n_t + t + 1) * k] for t in range(n_t)]
                   for li in range(n_l)]
@@ -367,6 +378,6 @@ def logit_lens(backend, text: str, target: str | None = None, *, k: int = 5) -> 
         layers=["embed"] + layers, tokens=list(trace.target_tokens), top_ids=top_ids_np,
         top_tokens=top_tokens, top_probs=torch.stack(top_probs).float().cpu().numpy(),
         prediction_ids=pred.cpu().numpy().astype(np.int64),
-        prediction_tokens=backend.token_strings(pred.tolist()),
+        prediction_tokens=model.token_strings(pred.tolist()),
         rank=torch.stack(ranks).cpu().numpy().astype(np.int64),
         prob=torch.stack(probs).float().cpu().numpy(), warnings=list(trace.warnings))

@@ -21,13 +21,14 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..model.choices import BlockKind, Template, options
 
-TEMPLATES = {
-    "previous": "previous token: the key just before the query",
-    "induction": "induction: the token after an earlier copy of the query's token",
-    "first": "first token: the first key (often a sink: [CLS], <bos>)",
-    "same": "same token: other positions holding the query's token",
-}
+TEMPLATES = dict(zip(options(Template), (  # the Literal's order: previous, induction, ...
+    "previous token: the key just before the query",
+    "induction: the token after an earlier copy of the query's token",
+    "first token: the first key (often a sink: [CLS], <bos>)",
+    "same token: other positions holding the query's token",
+), strict=True))
 SELF_ONLY = ("previous", "induction")  # positions of one sequence: self-attention only
 COLUMNS = ["block", "kind", "layer", "head", "score", "query", "key"]
 ROW_BYTES = 16 << 20  # bytes of one head's rows read at a time
@@ -50,7 +51,7 @@ class HeadSearch:
     """
 
     frame: pd.DataFrame
-    kind: str  # block kind searched ("encoder.self", "decoder.cross" ...)
+    kind: BlockKind  # the block kind searched
     what: str  # "pair" or a template name
     queries: int  # query positions the score averages over (1 for a pair)
     description: str
@@ -60,7 +61,7 @@ class HeadSearch:
 
 
 # ---- templates: bool [q, k] of the cells a template names ------------------------------------
-def template_cells(template: str, query_tokens: list[str], key_tokens: list[str],
+def template_cells(template: Template, query_tokens: list[str], key_tokens: list[str],
                    mask: np.ndarray | None = None, self_attention: bool = True) -> np.ndarray:
     """bool [q, k]: True where `template` names key k for query q (and the mask allows it).
 
@@ -135,7 +136,7 @@ def template_scores(block, cells: np.ndarray, eligible: np.ndarray
 
 
 # ---- searches over a trace -------------------------------------------------------------------
-def _layers(trace, kind: str | None):
+def _layers(trace, kind: BlockKind | None):
     kinds = trace.kinds()
     if not kinds:
         raise InputError("This trace has no attention blocks to search.")
@@ -152,7 +153,7 @@ def _frame(rows: list[dict]) -> pd.DataFrame:
                              na_position="last").reset_index(drop=True)
 
 
-def search_pair(trace, query: int, key: int, kind: str | None = None) -> HeadSearch:
+def search_pair(trace, query: int, key: int, kind: BlockKind | None = None) -> HeadSearch:
     """Every head of one block kind ranked by its weight from `query` to `key` (positions in
     that kind's query and key tokens)."""
     kind, layers = _layers(trace, kind)
@@ -176,7 +177,7 @@ def search_pair(trace, query: int, key: int, kind: str | None = None) -> HeadSea
                       f"weight from query {query} ({q_tok!r}) to key {key} ({k_tok!r})")
 
 
-def search_template(trace, template: str, kind: str | None = None) -> HeadSearch:
+def search_template(trace, template: Template, kind: BlockKind | None = None) -> HeadSearch:
     """Every head of one block kind ranked by the template's mean weight (see TEMPLATES)."""
     kind, layers = _layers(trace, kind)
     rows, n_eligible = [], 0
@@ -195,8 +196,8 @@ def search_template(trace, template: str, kind: str | None = None) -> HeadSearch
                       f"{TEMPLATES[template]}; mean over {n_eligible} query positions")
 
 
-def search_heads(trace, *, kind: str | None = None, query: int | None = None,
-                 key: int | None = None, template: str | None = None) -> HeadSearch:
+def search_heads(trace, *, kind: BlockKind | None = None, query: int | None = None,
+                 key: int | None = None, template: Template | None = None) -> HeadSearch:
     """search_pair when query and key are given, else search_template."""
     if template is not None:
         return search_template(trace, template, kind)

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..capture.trace import AttentionTrace
+from ..model.choices import BlockKind
 
 SPECIAL_TOKENS = frozenset(
     {"[CLS]", "[SEP]", "[PAD]", "[MASK]", "[UNK]", "<bos>", "<eos>", "<pad>", "<unk>",
@@ -257,7 +258,7 @@ def kv_group_divergence(pattern: np.ndarray, kv_group: Sequence[int],
             float(across.mean()) if across.size else float("nan"))
 
 
-def kv_group_table(trace: AttentionTrace, kind: str, max_rows: int | None = 64) -> pd.DataFrame:
+def kv_group_table(trace: AttentionTrace, kind: BlockKind, max_rows: int | None = 64) -> pd.DataFrame:
     """One row per layer of one block kind: layer, groups, within, across
     (``kv_group_divergence`` of its pattern)."""
     rows = []
@@ -276,7 +277,7 @@ def kv_group_heads(kv_group: Sequence[int]) -> dict[int, list[int]]:
     return out
 
 
-def trace_head_patterns(trace: AttentionTrace, kind: str):
+def trace_head_patterns(trace: AttentionTrace, kind: BlockKind):
     """All heads of one block kind as ([layer*head, q, k], labels "L{layer}H{head}")."""
     stacked = trace.stack(kind)  # [layer, head, q, k]
     n_layers, n_heads = stacked.shape[:2]
@@ -347,7 +348,7 @@ def alignment_score(pattern_head: np.ndarray, gold) -> float:
     return float(np.mean(hits))
 
 
-def alignment_scores(trace: AttentionTrace, gold, kind: str = "decoder.cross") -> pd.DataFrame:
+def alignment_scores(trace: AttentionTrace, gold, kind: BlockKind = "decoder.cross") -> pd.DataFrame:
     """alignment_score of every (layer, head) of one kind, best first."""
     rows = []
     for b in trace.layers(kind):
@@ -359,7 +360,7 @@ def alignment_scores(trace: AttentionTrace, gold, kind: str = "decoder.cross") -
                           ignore_index=True)
 
 
-def best_alignment_head(trace: AttentionTrace, gold, kind: str = "decoder.cross"):
+def best_alignment_head(trace: AttentionTrace, gold, kind: BlockKind = "decoder.cross"):
     """(layer, head, score) of the head whose argmax best matches the gold alignment."""
     df = alignment_scores(trace, gold, kind)
     if df.empty:

@@ -28,8 +28,11 @@ the first-order term, with one backward pass on the corrupted run:
 normalised the same way. It is exact when the metric is linear in the activation and drifts
 from real patching as the model gets less linear; ``compare`` gives their agreement.
 
-A model is reached through a ``PatchSubject`` (built by the backend: tokenisation, how to run
-n copies, how to read the output); this module never loads a model.
+``patch(model, clean, corrupted, ...)`` and ``attribution_patch`` take the model (they are
+its methods through viz_core.analysis.registry); the model hands over a ``PatchSubject``
+(``model.patching_subject``: tokenisation, how to run n copies, how to read the output), and
+``run_patching`` / ``run_attribution_patching`` do the work on it. This module never loads a
+model.
 """
 
 from __future__ import annotations
@@ -44,8 +47,9 @@ import torch
 
 from ..capture.recorder import Recorder, recording
 from ..errors import InputError
+from ..model.choices import Over, PatchMethod, Readout, choose, options
 
-OVER = ("heads", "layers", "positions")
+OVER = options(Over)
 CHUNK_BYTES = 256 << 20  # rough activation memory of one batch of patched copies
 
 
@@ -65,7 +69,7 @@ class PatchSubject:
     blocks: dict[str, int]  # attention block -> number of (query) heads, in model order
     layers: dict[str, int]  # layer ("encoder.0") -> positions of the stream entering it
     run: Callable[[str, int], torch.Tensor]
-    readout: str = "logits"  # "logits" | "embedding"
+    readout: Readout = "logits"
     position: int = -1  # the metric's position (normalised, >= 0), for the name
     position_tokens: list[str] = field(default_factory=list)  # the sequence position indexes
     token_id: Callable[[str, str], int] | None = None  # (text, what) -> id, or InputError
@@ -76,6 +80,9 @@ class PatchSubject:
     warnings: list[str] = field(default_factory=list)
     # what every Recorder of this model needs (Hugging Face: its block and stream names)
     recorder_args: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.readout = choose(self.readout, Readout, "readout")
 
     def recorder(self, **kwargs) -> Recorder:
         return Recorder(**self.recorder_args, **kwargs)
@@ -97,10 +104,10 @@ class Patching:
     clean: float
     corrupted: float
     metric: str
-    over: str
+    over: Over
     rows: list[str]
     columns: list[str]  # "h0".. for heads; the tokens for positions; [] for layers
-    method: str = "activation"  # "activation" | "attribution"
+    method: PatchMethod = "activation"
     tokens: list[str] = field(default_factory=list)  # the clean input's tokens
     corrupted_tokens: list[str] = field(default_factory=list)
     token: str = ""
@@ -130,7 +137,7 @@ class Comparison:
     frame: pd.DataFrame  # row, column, index, patching, attribution
     pearson: float
     spearman: float
-    over: str
+    over: Over
     metric: str
 
 
@@ -168,11 +175,10 @@ class Unit:
     index: int = -1  # head or position
 
 
-def units(subject: PatchSubject, over: str) -> tuple[list[Unit], list[str], list[str],
-                                                       list[tuple[int, int]]]:
+def units(subject: PatchSubject, over: Over) -> tuple[list[Unit], list[str], list[str],
+                                                        list[tuple[int, int]]]:
     """(units, row names, column labels, (row, column) cell of each unit)."""
-    if over not in OVER:
-        raise InputError(f"'over' must be one of {', '.join(OVER)}, not {str(over)[:40]!r}.")
+    over = choose(over, Over, "over")
     out, cells = [], []
     if over == "heads":
         rows = list(subject.blocks)
@@ -256,7 +262,7 @@ def _record_run(subject: PatchSubject, which: str, want_z: bool, want_stream: bo
     return out, rec
 
 
-def clean_values(rec: Recorder, subject: PatchSubject, over: str) -> dict:
+def clean_values(rec: Recorder, subject: PatchSubject, over: Over) -> dict:
     """{block: z (T, H, d)} or {layer: stream entering it (T, d)} of a recorded single run."""
     if over == "heads":
         return {b: rec.records[b][-1].z[0] for b in subject.blocks}
@@ -381,9 +387,39 @@ def _check_gap(clean: float, corrupted: float, metric: Metric) -> float:
     return gap
 
 
-def patch(subject: PatchSubject, *, token=None, against=None, over: str = "heads",
-          chunk: int | None = None, share_prefix: bool = True) -> Patching:
-    """Activation patching of every unit of ``over`` (module docstring)."""
+def patch(model, clean: str, corrupted: str, *, target: str | None = None, token=None,
+          against=None, position: int = -1, over: Over = "heads", chunk: int | None = None,
+          share_prefix: bool = True) -> Patching:
+    """Activation patching of ``model`` on a (clean, corrupted) pair of equal token length:
+    a ``Patching`` whose effect is 0 = the corrupted run's metric, 1 = the clean run's, per
+    head (``over="heads"``), layer (``"layers"``) or (layer, position) (``"positions"``).
+
+    The metric is logit(token) (default: the clean run's top token), or logit(token) -
+    logit(against), at ``position`` of the decoder input (``target``: teacher-forced after a
+    decoder-only prompt; the decoder input of an encoder-decoder model); a model without an
+    output head uses the cosine of its pooled sentence embedding to the clean run's.
+    ``chunk``: patched copies per forward pass (None: as many as fit the memory bound).
+    """
+    over = choose(over, Over, "over")
+    subject = model.patching_subject(clean, corrupted, target, position)
+    return run_patching(subject, token=token, against=against, over=over, chunk=chunk,
+                        share_prefix=share_prefix)
+
+
+def attribution_patch(model, clean: str, corrupted: str, *, target: str | None = None,
+                      token=None, against=None, position: int = -1,
+                      over: Over = "heads") -> Patching:
+    """Attribution patching (one forward and one backward pass of the corrupted run): the
+    first-order estimate of ``patch``, with the same arguments, shape and scale."""
+    over = choose(over, Over, "over")
+    subject = model.patching_subject(clean, corrupted, target, position)
+    return run_attribution_patching(subject, token=token, against=against, over=over)
+
+
+def run_patching(subject: PatchSubject, *, token=None, against=None, over: Over = "heads",
+                 chunk: int | None = None, share_prefix: bool = True) -> Patching:
+    """Activation patching of every unit of ``over`` on a ready PatchSubject (module
+    docstring)."""
     unit_list, rows, columns, cells = units(subject, over)
     with torch.no_grad():
         clean_out, rec = _record_run(subject, "clean", over == "heads", over != "heads")
@@ -416,8 +452,8 @@ def _result(subject, over, rows, columns, cells, values, m_clean, m_corr, metric
 
 
 # ---- attribution patching ------------------------------------------------------------------
-def attribution_patch(subject: PatchSubject, *, token=None, against=None,
-                      over: str = "heads") -> Patching:
+def run_attribution_patching(subject: PatchSubject, *, token=None, against=None,
+                             over: Over = "heads") -> Patching:
     """(clean - corrupted activation) . d metric / d activation for every unit, from one
     forward and one backward pass of the corrupted run (plus the clean run's activations)."""
     unit_list, rows, columns, cells = units(subject, over)

@@ -23,13 +23,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..errors import VizError
+from ..model.choices import AtlasEngine, AtlasTask, options
 from .inputs import PROBE, AtlasError, InputStats, probe_texts, read_examples
 from .layout import MANIFEST, PROGRESS, input_path, read_json, shard_done, write_atomic, write_json
 from .worker import AtlasWorker
 
 RAY_PAYOFF_S = 60.0  # auto: Ray pays off above this many in-process seconds (docs/ATLAS.md)
-TASKS = ("roles", "patching")  # roles: the head atlas; patching: head patching over pairs
-ENGINES = ("auto", "ray", "local")
+TASKS = options(AtlasTask)
+ENGINES = options(AtlasEngine)
 
 KILL_ENV = "ATTENTION_LAB_ATLAS_KILL_ONCE"  # test hook: a flag file; one worker exits once
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,14 +49,14 @@ class AtlasConfig:
     limit: int | None = None  # first N examples of the data (probe examples: N in total)
     batch: int = 8  # examples per forward pass
     resume: bool = False
-    engine: str = "auto"  # "auto" (see choose_engine) | "ray" | "local" (in-process)
+    engine: AtlasEngine = "auto"  # "auto": see choose_engine
     workers: int | None = None  # model actors; default: one per GPU, else min(2, CPUs)
     shard_size: int = 64  # examples per output shard (the unit of progress and resume)
     probe: int = 32  # repeated-random-token examples added to the data (induction)
     device: str = "auto"
     threads: int | None = None  # torch threads per worker (default: CPUs / workers)
     seed: int = 0
-    task: str = "roles"  # "roles" | "patching" (data = a CSV of clean/corrupted pairs)
+    task: AtlasTask = "roles"  # "patching": data = a CSV of clean/corrupted pairs
     ray_after_s: float | None = None  # auto: Ray once the rest would take longer in-process
     # than this many seconds (default RAY_PAYOFF_S); not in the identity: both engines write
     # the same rows

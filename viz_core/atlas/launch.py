@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..model.choices import AtlasEngine
 from .layout import INFO, MANIFEST, PROGRESS, read_json
 
 HOME_ENV = "ATTENTION_LAB_ATLAS_DIR"
@@ -70,7 +71,7 @@ class Launched:
 
 
 def launch(model: str, data: str, out: Path, limit: int | None = None, batch: int = 8,
-           engine: str = "auto", workers: int | None = None, shard_size: int = 32,
+           engine: AtlasEngine = "auto", workers: int | None = None, shard_size: int = 32,
            probe: int = 32, device: str = "auto") -> Launched:
     """Start `python -m viz_core.atlas ...` writing into `out`; its output goes to atlas.log."""
     cmd = [sys.executable, "-m", "viz_core.atlas", "--model", model, "--data", data,

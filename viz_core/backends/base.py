@@ -2,7 +2,9 @@
 
 A backend is a loaded model. One instance serves every session: methods keep no per-call
 state. Pages, ui/ and viz_core.decoding use only what ``Backend`` declares here; see
-docs/ARCHITECTURE.md for how to add a model family.
+docs/ARCHITECTURE.md for how to add a model family. The analyses (logit_attribution, patch,
+...) are free functions of viz_core.analysis; Backend gets them as methods from one table
+(viz_core/analysis/registry.py), never written by hand.
 """
 
 from __future__ import annotations
@@ -13,14 +15,16 @@ from typing import Any
 
 import torch
 
+from ..analysis.registry import attach
 from ..capture.recorder import Recorder, recording
 from ..capture.residency import DeviceBudget
 from ..capture.trace import AttentionTrace, BlockTrace, HeadSource, to_numpy
+from ..model.choices import Architecture, NormPlacement, PositionalKind, options
 
 __all__ = ["Backend", "block_filter", "block_layout", "blocks_from_records", "record",
            "permuted", "right_pad", "stream_from_records", "to_numpy"]
 
-ARCHITECTURES = ("encoder-decoder", "decoder-only", "encoder-only")
+ARCHITECTURES = options(Architecture)
 # What a trace can keep besides q and k (always kept: every pattern and score needs them).
 CAPTURE_ALL = ("q", "k", "v", "scores", "pattern", "z")
 # Asked for by name only (not in CAPTURE_ALL): the residual stream and every sublayer's
@@ -33,10 +37,11 @@ class Backend:
     """A loaded model. Subclasses fill the attributes and implement the methods below."""
 
     name: str = ""
-    architecture: str = "encoder-decoder"  # encoder-decoder | decoder-only | encoder-only
+    architecture: Architecture = "encoder-decoder"
     family: str = "native"  # native | bert | gpt2 | bart | t5 | marian | llama | ...
     device: Any = None
     card: dict = {}
+    _heads: dict[str, int]  # {block: query heads}, set by each subclass (block_heads)
 
     def __init__(self) -> None:
         self.device_budget = DeviceBudget()
@@ -45,7 +50,7 @@ class Backend:
 
     # ---- capabilities --------------------------------------------------------------------
     @property
-    def kind(self) -> str:
+    def kind(self) -> Architecture:
         """Alias of ``architecture`` (the name pages have always used)."""
         return self.architecture
 
@@ -64,7 +69,7 @@ class Backend:
         return int(self.info()["heads"])
 
     @property
-    def positional_kind(self) -> str:
+    def positional_kind(self) -> PositionalKind:
         """sinusoidal | learned | rotary | relative | none."""
         raise NotImplementedError
 
@@ -85,7 +90,7 @@ class Backend:
         raise NotImplementedError
 
     @property
-    def norm_placement(self) -> str:
+    def norm_placement(self) -> NormPlacement:
         """Where the norms sit around each sublayer f: "post" (x = Norm(x + f(x))), "pre"
         (x = x + f(Norm(x))), "pre+post" (x = x + Norm2(f(Norm1(x)))) or "output"
         (x = x + Norm(f(x)))."""
@@ -135,10 +140,15 @@ class Backend:
 
     # ---- runs ------------------------------------------------------------------------------
     def trace(self, source: str, target: str | None = None, **options) -> AttentionTrace:
+        """Run the model once on ``source`` (``target`` teacher-forced; none: the model's own
+        greedy output) and return a fresh, lazy AttentionTrace. Options: capture (what to
+        keep besides q and k: "v", "z", "stream"), blocks, ablate ({block: [heads]}),
+        max_new, permute, positions (False: no position information)."""
         raise NotImplementedError
 
     def trace_batch(self, sources: list[str], targets: list[str] | None = None,
                     **options) -> list[AttentionTrace]:
+        """One trace per source, run as one right-padded batch (options as ``trace``)."""
         raise NotImplementedError
 
     def make_stepper(self, source: str, prefix: str | None, *, beams: int, max_new: int,
@@ -148,54 +158,25 @@ class Backend:
         raise NotImplementedError
 
     def beam_search(self, source: str, beam_size: int = 4, max_len: int = 32, **options):
+        """Beam search on ``source``, the whole tree recorded: a BeamTree (viz_core.decoding;
+        options: length_penalty, early_stopping, num_return, prefix, ablate)."""
         from ..decoding import beam_search
 
         return beam_search(self, source, beam_size=beam_size, max_len=max_len, **options)
 
-    # ---- which heads matter, and why (viz_core.analysis.contributions / composition) -----
-    def logit_attribution(self, text: str, target: str | None = None, *, position: int = -1,
-                          token=None, against=None):
-        from ..analysis.contributions import logit_attribution
+    # ---- what analyses read (viz_core.analysis; their methods come from its registry) -----
+    @property
+    def block_heads(self) -> dict[str, int]:
+        """{block name: query heads} of every attention block, in model order."""
+        return dict(self._heads)
 
-        return logit_attribution(self, text, target, position=position, token=token,
-                                 against=against)
-
-    def logit_lens(self, text: str, target: str | None = None, *, k: int = 5):
-        from ..analysis.contributions import logit_lens
-
-        return logit_lens(self, text, target, k=k)
-
-    def composition(self, *, fold_norms: bool = True):
-        from ..analysis.composition import composition
-
-        return composition(self, fold_norms=fold_norms)
-
-    def qk_attribution(self, text: str, block: str, head: int, query: int, key: int,
-                       target: str | None = None):
-        from ..analysis.qk import qk_attribution
-
-        return qk_attribution(self, text, block, head, query, key, target=target)
-
-    # ---- activation / attribution patching (viz_core.analysis.patching) --------------------
-    def patch(self, clean: str, corrupted: str, *, target: str | None = None, token=None,
-              against=None, position: int = -1, over: str = "heads", chunk: int | None = None,
-              share_prefix: bool = True):
-        """Activation patching: a ``Patching`` (effect 0 = corrupted, 1 = clean) per head,
-        layer or (layer, position); see viz_core.analysis.patching."""
-        from ..analysis.patching import patch
+    def patching_subject(self, clean: str, corrupted: str, target: str | None = None,
+                         position: int = -1):
+        """The (clean, corrupted) pair ready for viz_core.analysis.patching: a PatchSubject
+        (tokens checked for equal length, how to run n copies, what the metric reads)."""
         from .patching import subject_for
 
-        return patch(subject_for(self, clean, corrupted, target, position), token=token,
-                     against=against, over=over, chunk=chunk, share_prefix=share_prefix)
-
-    def attribution_patch(self, clean: str, corrupted: str, *, target: str | None = None,
-                          token=None, against=None, position: int = -1, over: str = "heads"):
-        """Attribution patching (one backward pass); same shape and scale as ``patch``."""
-        from ..analysis.patching import attribution_patch
-        from .patching import subject_for
-
-        return attribution_patch(subject_for(self, clean, corrupted, target, position),
-                                 token=token, against=against, over=over)
+        return subject_for(self, clean, corrupted, target, position)
 
     # ---- faithfulness ----------------------------------------------------------------------
     def _reference_outputs(self, source: str, target: str | None, max_tokens: int | None = None
@@ -234,6 +215,11 @@ class Backend:
         return trace
 
 
+# model.logit_attribution(...), model.patch(...), ...: one method per row of the analysis table
+# (viz_core/analysis/registry.py), the function itself bound to the model.
+attach(Backend)
+
+
 # ---- the one trace builder -------------------------------------------------------------
 def block_filter(blocks) -> Callable[[str], bool] | None:
     """None -> all; callable -> itself; list of names or kinds ("decoder.cross") -> membership."""
@@ -248,7 +234,7 @@ def block_filter(blocks) -> Callable[[str], bool] | None:
     return keep
 
 
-def block_layout(architecture: str, n_encoder: int, n_decoder: int, source_tokens: list[str],
+def block_layout(architecture: Architecture, n_encoder: int, n_decoder: int, source_tokens: list[str],
                  decoder_tokens: list[str]) -> list[tuple[str, list[str], list[str]]]:
     """(block name, query tokens, key tokens) in model order: encoder self-attention layers,
     then per decoder layer its self-attention and (encoder-decoder) cross-attention."""

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from ..errors import ModelLoadError
+from ..model.choices import Architecture, NormPlacement, PositionalKind, choose
 
 ENGLISH = ("The cat sat on the mat because it was tired.",
            "The animal didn't cross the street because it was too tired.",
@@ -29,16 +30,16 @@ class Family:
     """The defaults are those of a BERT-like encoder; subclasses override what differs."""
 
     model_type: str
-    architecture: str = "encoder-only"  # encoder-only | decoder-only | encoder-decoder
+    architecture: Architecture = "encoder-only"
     examples: tuple[str, ...] = ENGLISH
     byte_level: bool = False  # byte-level BPE: token strings need decoding for display
-    positional_kind: str = "learned"  # learned | sinusoidal | rotary | relative
+    positional_kind: PositionalKind = "learned"
     token_types: bool = False  # the model takes token_type_ids (BERT's segment embeddings)
     # Where the norms sit around each sublayer f (attention, feed-forward):
     # "post": x = Norm(x + f(x)) (the paper, BERT, BART); "pre": x = x + f(Norm(x)) (GPT-2,
     # T5, Llama); "pre+post": x = x + Norm2(f(Norm1(x))) (Gemma 2/3); "output":
     # x = x + Norm(f(x)) (OLMo 2).
-    norm_placement: str = "post"
+    norm_placement: NormPlacement = "post"
 
     # Stream points (viz_core.capture.recorder.STREAM_POINTS) -> module path inside one layer.
     STREAM = {"self": "attention.output.dense", "self.norm": "attention.output.LayerNorm",
@@ -265,7 +266,11 @@ class OutputNormFamily(RotaryDecoderFamily):
 
 
 def _family(cls, model_type: str, **kw) -> Family:
-    return cls(model_type=model_type, **kw)
+    family = cls(model_type=model_type, **kw)
+    choose(family.architecture, Architecture, "architecture")  # a typo fails at import
+    choose(family.positional_kind, PositionalKind, "positional_kind")
+    choose(family.norm_placement, NormPlacement, "norm_placement")
+    return family
 
 
 FAMILIES: dict[str, Family] = {f.model_type: f for f in [

@@ -19,6 +19,7 @@ from ..capture.recorder import Recorder, call_names, install_stream_hooks, recor
 from ..capture.trace import AttentionTrace
 from ..decoding.steppers import HFStepper
 from ..errors import InputError
+from ..model.choices import NormPlacement, PositionalKind
 from .base import (
     CAPTURE_ALL,
     Backend,
@@ -100,7 +101,7 @@ class HFModel(Backend):
             self.hf_model(input_ids=x, **extra)
 
     @property
-    def positional_kind(self) -> str:
+    def positional_kind(self) -> PositionalKind:
         return self.adapter.positional_kind
 
     @property
@@ -108,7 +109,7 @@ class HFModel(Backend):
         return self._kv_heads
 
     @property
-    def norm_placement(self) -> str:
+    def norm_placement(self) -> NormPlacement:
         return self.adapter.norm_placement
 
     def count_tokens(self, text: str) -> int:

@@ -12,6 +12,7 @@ from ..capture.trace import AttentionTrace, to_numpy
 from ..decoding.greedy import greedy_batch
 from ..errors import InputError
 from ..model.checkpoint import load_checkpoint
+from ..model.choices import NormPlacement, PositionalKind
 from ..model.tokenizer import BOS, EOS, Vocab
 from ..model.transformer import DecoderCache, Transformer
 from .base import (
@@ -65,7 +66,7 @@ class NativeModel(Backend):
         return self.cfg.max_len
 
     @property
-    def positional_kind(self) -> str:
+    def positional_kind(self) -> PositionalKind:
         return self.cfg.positional_kind  # "rotary" for positional="rope"
 
     @property
@@ -73,7 +74,7 @@ class NativeModel(Backend):
         return self.cfg.kv_heads
 
     @property
-    def norm_placement(self) -> str:
+    def norm_placement(self) -> NormPlacement:
         return "pre" if self.cfg.norm_first else "post"
 
     def count_tokens(self, text: str) -> int:

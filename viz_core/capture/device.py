@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from ..errors import InputError
+from ..model.choices import Dtype, options
 
 
 def available_devices() -> list[str]:
@@ -35,10 +36,10 @@ def pick_device(device: str | torch.device | None = "auto") -> torch.device:
     return dev
 
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPES = {name: getattr(torch, name) for name in options(Dtype) if name != "auto"}
 
 
-def pick_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
+def pick_dtype(dtype: Dtype | torch.dtype | None, device: torch.device) -> torch.dtype:
     """"auto"/None -> bfloat16 on a GPU, float32 elsewhere; or a name from DTYPES.
 
     Only the weights and activations use it: softmax and every captured pattern and score are

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..model.choices import BlockKind, PositionalKind, View, What, choose
 from .recorder import MaskSpec, Record, scores_of, softmax_rows
 
 CHUNK_BYTES = 64 << 20  # float32 scores computed per chunk (heads x rows x keys)
@@ -49,9 +50,11 @@ def to_numpy(t: torch.Tensor) -> np.ndarray:
 
 
 # ---- what one block keeps on the device ------------------------------------------------
-@dataclass
+@dataclass(frozen=True)
 class HeadSource:
-    """One block's attention inputs for one example (no batch axis), on the model's device."""
+    """One block's attention inputs for one example (no batch axis), on the model's device:
+    what its attention call really used (``BlockTrace.source``). Read-only: the trace is
+    shared by every session, so never write into these tensors."""
 
     q: torch.Tensor  # (H, Tq, d)
     k: torch.Tensor  # (Hkv, Tk, d)
@@ -208,7 +211,7 @@ class BlockTrace:
         return parse_block_name(self.name)[1]
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> BlockKind:
         """"encoder.self", "decoder.self" or "decoder.cross"."""
         stack, _, kind = parse_block_name(self.name)
         return f"{stack}.{kind}"
@@ -216,6 +219,19 @@ class BlockTrace:
     @property
     def is_lazy(self) -> bool:
         return self._source is not None
+
+    @property
+    def source(self) -> HeadSource | None:
+        """The recorded inputs of this block's attention call, for analyses that recompute
+        from the model's own numbers (logit and QK attribution): torch tensors on the model's
+        device, no batch axis, in the model's dtype: ``q`` (head, q, d) after any rotary,
+        ``k`` and ``v`` (kv head, k, d) before any GQA repeat (``group`` query heads share
+        one), ``z`` (q, head, d_v) or None when not captured, ``mask`` (a MaskSpec; True =
+        blocked), ``scaling``, ``bias`` (T5's position bias, or None), ``softcap`` and
+        ``window``. None for a block built from numpy arrays. Read-only: the trace is shared,
+        so never write into these tensors; views read ``head()`` / ``pattern`` / ``q`` ...
+        (float32 numpy) instead."""
+        return self._source
 
     # ---- cached computation ----------------------------------------------------------------
     def _cached(self, key, compute):
@@ -294,9 +310,10 @@ class BlockTrace:
             return np.zeros((r1 - r0, c1 - c0), dtype=bool)
         return m[:, c0:c1].cpu().numpy().copy()
 
-    def head(self, h: int, what: str = "pattern") -> np.ndarray:
+    def head(self, h: int, what: What = "pattern") -> np.ndarray:
         """float32 [q, k] of one head, computed alone (or read from the full tensor)."""
         h = self._check_head(h)
+        what = choose(what, What, "what")
         full = self._cache.get(what)
         if full is not None or self._source is None:
             return (self.pattern if what == "pattern" else self.scores)[h]
@@ -313,9 +330,10 @@ class BlockTrace:
         return self._cached(("head", what, h), compute)
 
     def window(self, h: int, rows: tuple[int, int], cols: tuple[int, int],
-               what: str = "pattern") -> np.ndarray:
+               what: What = "pattern") -> np.ndarray:
         """float32 [r1 - r0, c1 - c0]: a full-resolution window of head h."""
         h = self._check_head(h)
+        what = choose(what, What, "what")
         _, Tq, Tk = self.shape
         r0, r1 = max(0, int(rows[0])), min(Tq, int(rows[1]))
         c0, c1 = max(0, int(cols[0])), min(Tk, int(cols[1]))
@@ -333,12 +351,13 @@ class BlockTrace:
         return out
 
     def overview(self, size: int = 256, heads: list[int] | None = None,
-                 what: str = "pattern") -> np.ndarray:
+                 what: What = "pattern") -> np.ndarray:
         """float32 [head, <=size, <=size]: block means of each head's [q, k] matrix.
 
         Bins are contiguous and as even as possible (position i of n goes to bin i*nb // n);
         computed in row chunks on the model's device, so only the pooled result is kept.
         """
+        what = choose(what, What, "what")
         size = int(size)
         if size < 1:
             raise ValueError("overview size must be at least 1")
@@ -347,7 +366,7 @@ class BlockTrace:
         key = ("overview", what, size, tuple(heads))
         return self._cached(key, lambda: self._pool(heads, size, what))
 
-    def _pool(self, heads: list[int], size: int, what: str) -> np.ndarray:
+    def _pool(self, heads: list[int], size: int, what: What) -> np.ndarray:
         _, Tq, Tk = self.shape
         nbq, qbin = _bins(Tq, size)
         nbk, kbin = _bins(Tk, size)
@@ -441,14 +460,12 @@ class BlockTrace:
                 self._source = self._source.to("cpu")
 
     # ---- notebooks: plain plotly figures (they display themselves as a cell's value) ------
-    def show(self, head: int = 0, view: str = "weights"):
+    def show(self, head: int = 0, view: View = "weights"):
         """One head as a heatmap (view "weights" or "scores"): exact up to 1,024 tokens,
         pooled (block means) beyond, as on the Attention page. Returns the plotly figure."""
         from ..figures.heatmap import block_heatmap
 
-        if view not in ("weights", "scores"):
-            raise ValueError(f"view must be 'weights' or 'scores', not {view!r}")
-        return block_heatmap(self, self._check_head(head), view)
+        return block_heatmap(self, self._check_head(head), choose(view, View, "view"))
 
     def head_view(self, heads: list[int] | None = None, **options):
         """The head view (lines from queries to keys, one colour per head) of these heads
@@ -471,7 +488,7 @@ class AttentionTrace:
     target_tokens: list[str] = field(default_factory=list)  # decoder input (<bos> y1 .. yn)
     output_tokens: list[str] = field(default_factory=list)  # what each decoder position predicts
     output_text: str = ""
-    positional_kind: str = "sinusoidal"  # sinusoidal | learned | rotary | relative | none
+    positional_kind: PositionalKind = "sinusoidal"
     positional_note: str = ""  # e.g. "relative position bias, no absolute encoding"
     unknown_words: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -508,15 +525,16 @@ class AttentionTrace:
                 seen.append(b.kind)
         return seen
 
-    def layers(self, kind: str) -> list[BlockTrace]:
-        """Blocks of one kind, in layer order."""
+    def layers(self, kind: BlockKind) -> list[BlockTrace]:
+        """Blocks of one kind, in layer order (none: this model has no such blocks)."""
+        kind = choose(kind, BlockKind, "kind")
         return [b for b in self.block_traces.values() if b.kind == kind]
 
-    def stack(self, kind: str) -> np.ndarray:
+    def stack(self, kind: BlockKind) -> np.ndarray:
         """Patterns of every layer of one kind: float32 [layer, head, q, k]."""
         return np.stack([b.pattern for b in self.layers(kind)])
 
-    def show(self, kind: str | None = None, size: int = 64):
+    def show(self, kind: BlockKind | None = None, size: int = 64):
         """The layer x head grid of one block kind (default: the last, e.g. the decoder's
         cross-attention of a translation model), each head a thumbnail: exact up to `size`
         tokens, pooled beyond, as on the Attention page. Returns the plotly figure."""
@@ -535,7 +553,7 @@ class AttentionTrace:
         """Bytes of captured tensors this trace holds on an accelerator."""
         seen, total = set(), 0
         for b in self.block_traces.values():
-            src = b._source
+            src = b.source
             if src is None or id(src.q) in seen:
                 continue
             seen.add(id(src.q))

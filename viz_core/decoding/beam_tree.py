@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from ..model.choices import Attention
+
 NODE_STATUSES = ("root", "kept", "pruned", "finished")
 
 
@@ -49,7 +51,7 @@ class BeamTree:
     settings: dict[str, Any] = field(default_factory=dict)
     source_tokens: list[str] = field(default_factory=list)
     attention_keys: list[str] = field(default_factory=list)  # labels of attention's key axis
-    attention_kind: str = "cross"  # "cross" (encoder-decoder) or "self" (decoder-only)
+    attention_kind: Attention = "cross"  # "self": a decoder-only model's
 
     def node(self, node_id: int) -> BeamNode:
         return self.nodes[node_id]

@@ -18,10 +18,11 @@ from typing import Any, Protocol
 import torch
 
 from ..capture.recorder import Recorder, last_query_pattern, recording
+from ..model.choices import Attention
 
 
 class Stepper(Protocol):
-    attention_kind: str  # "cross" (over the source) or "self" (over the prefix so far)
+    attention_kind: Attention  # "cross" (over the source) or "self" (over the prefix so far)
     start_ids: list[int]  # decoder input before the first generated token (start / prompt)
     eos_ids: tuple[int, ...]  # a candidate ending in one of these finishes its hypothesis
     special_ids: set[int]  # left out of Hypothesis.token_ids / text

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..model.choices import SinusoidLayout, choose
+
 POSITION_NAMES = ("position", "wpe", "embed_positions", "pos_emb")
 MAX_OFFSET = 4
 
@@ -75,7 +77,8 @@ def sinusoid_layout(table: np.ndarray, atol: float = 1e-4) -> str | None:
     return None
 
 
-def sinusoid_closed_form(length: int, d: int, layout: str = "interleaved") -> np.ndarray:
+def sinusoid_closed_form(length: int, d: int, layout: SinusoidLayout = "interleaved"
+                         ) -> np.ndarray:
     """float64 [length, d]. interleaved: PE[p, 2i] = sin(p w_i), PE[p, 2i+1] = cos(p w_i);
     half (Marian): PE[p, j] = sin(p w_j) for j < ceil(d/2), PE[p, ceil(d/2) + j] =
     cos(p w_j); w_i = 10000^(-2i/d)."""
@@ -88,7 +91,8 @@ def sinusoid_closed_form(length: int, d: int, layout: str = "interleaved") -> np
         half = (d + 1) // 2
         w = np.power(10000.0, -2 * np.arange(half) / d)
         return np.concatenate([np.sin(pos * w), np.cos(pos * w[: d - half])], axis=1)
-    raise ValueError(f"layout must be 'interleaved' or 'half', not {layout!r}")
+    choose(layout, SinusoidLayout, "layout")  # raises: the layout is neither
+    raise AssertionError(layout)
 
 
 def sin_cos_labels(table: np.ndarray) -> list[str] | None:
@@ -103,7 +107,7 @@ def sin_cos_labels(table: np.ndarray) -> list[str] | None:
     return None
 
 
-def pair_of(dim: int, d: int, layout: str) -> int:
+def pair_of(dim: int, d: int, layout: SinusoidLayout) -> int:
     """The dimension holding the other half (cos for sin and back) of the same frequency."""
     if layout == "interleaved":
         return dim ^ 1 if (dim ^ 1) < d else dim

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..model.choices import Stack, choose
+
 
 # ---- T5 ---------------------------------------------------------------------------------
 def t5_bucket(relative_position, bidirectional: bool = True, num_buckets: int = 32,
@@ -71,11 +73,12 @@ class T5Bias:
     weight: np.ndarray  # float32 [num_buckets, heads]
     bidirectional: bool
     max_distance: int
-    stack: str  # "encoder" or "decoder"
+    stack: Stack
 
 
-def t5_bias_from_model(hf_model, stack: str = "encoder") -> T5Bias | None:
+def t5_bias_from_model(hf_model, stack: Stack = "encoder") -> T5Bias | None:
     """The first layer's relative_attention_bias of a T5-family model (None otherwise)."""
+    stack = choose(stack, Stack, "stack")
     cfg = getattr(hf_model, "config", None)
     part = getattr(hf_model, stack, None)
     if cfg is None or part is None or not hasattr(part, "block"):

@@ -6,13 +6,14 @@ import os
 from pathlib import Path
 
 from ..errors import ModelLoadError
+from ..model.choices import Dtype
 from .policy import BUILTIN_HF, Policy, current_policy
 from .resilience import guard
 from .shipped import CHECKPOINTS, is_native_dir, shipped_card, shipped_models
 
 
 def load(name_or_path: str, device: str = "auto", policy: Policy | None = None,
-         dtype: str = "auto"):
+         dtype: Dtype = "auto"):
     """Load a model by shipped name ("en-fr"), checkpoint dir, "minilm", HF dir or Hub id.
 
     policy: the deployment policy (default: viz_core.loading.policy.current_policy(), i.e. the
@@ -60,10 +61,10 @@ def _check_native_size(policy: Policy, name: str, path: Path) -> None:
     """Our checkpoints: weights file size and the config's parameter estimate, before loading."""
     if policy.max_model_mb is None and policy.max_parameters is None:
         return
-    from ..model.checkpoint import CONFIG, _read_json
+    from ..model.checkpoint import CONFIG, read_json
     from ..model.config import TransformerConfig
 
-    cfg = TransformerConfig.from_dict(_read_json(path / CONFIG, "model config"))
+    cfg = TransformerConfig.from_dict(read_json(path / CONFIG, "model config"))
     policy.check_folder(name, path)
     policy.check_size(name, None, cfg.approx_params())
 

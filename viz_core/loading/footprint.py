@@ -18,6 +18,7 @@ import torch
 
 from ..capture.device import pick_device, pick_dtype
 from ..errors import ModelLoadError
+from ..model.choices import Dtype
 from .policy import safetensors_parameters
 
 HEADROOM = 0.85  # of free memory the weights may take: activations and traces need the rest
@@ -65,7 +66,7 @@ def weights_folder(name: str) -> Path | None:
     return Path(cached).parent if isinstance(cached, str) else None
 
 
-def estimate(name: str, dtype: str = "auto", device: str = "auto") -> Footprint | None:
+def estimate(name: str, dtype: Dtype = "auto", device: str = "auto") -> Footprint | None:
     """The weights' size at this precision, from safetensors headers; None when unknown."""
     try:
         folder = weights_folder(name)

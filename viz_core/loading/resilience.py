@@ -1,8 +1,9 @@
 """GPU out-of-memory fallback, and text no tokenizer chokes on, for every loaded model.
 
-vc.load returns every model wrapped in a ``GuardedModel`` (``guard(backend)``): its
-``trace``, ``trace_batch`` and ``beam_search`` catch ``torch.cuda.OutOfMemoryError``, move the
-(shared) model to the CPU once, retry, and add a notice to the result's warnings. The model
+vc.load returns every model wrapped in a ``GuardedModel`` (``guard(backend)``). One
+``guarded(fn)`` makes its runs (``trace``, ``trace_batch``, ``beam_search``) and every analysis
+of viz_core/analysis/registry.py: each catches ``torch.cuda.OutOfMemoryError``, moves the
+(shared) model to the CPU once, retries, and adds a notice to the result's warnings. The model
 stays on the CPU from then on and says so in ``model.notices``, so every later session sees
 why it is slower. The same wrapper replaces lone surrogates in the text arguments by U+FFFD
 (with a warning): Python callers can pass them, and Hugging Face's Rust tokenizers raise
@@ -12,10 +13,17 @@ wrapped backend's own: the wrapper replaces none of the backend's methods.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 import threading
+from collections.abc import Callable
+from typing import Any
 
 import torch
+
+from ..analysis.registry import ANALYSES, attach
+from ..backends.base import Backend
 
 log = logging.getLogger("attention_lab")
 
@@ -67,7 +75,7 @@ def _add_notice(result, notice: str) -> None:
 SURROGATE_NOTICE = ("The text held invalid characters (lone UTF-16 surrogates); each was "
                     "replaced by \ufffd.")
 TEXT_ARGS = ("source", "target", "pair", "prefix", "sources", "targets", "clean", "corrupted",
-             "token", "against")
+             "token", "against", "text", "texts")
 
 
 def _has_surrogate(text: str) -> bool:
@@ -85,11 +93,25 @@ def replace_surrogates(value) -> tuple[object, bool]:
     return value, False
 
 
-def _clean_args(args: tuple, kwargs: dict) -> tuple[tuple, dict, bool]:
+def _text_positions(fn) -> tuple[frozenset[int], bool]:
+    """(positions among the arguments after the model that take text, whether ``fn`` has
+    ``*args``: then the first two positional arguments are taken as texts, as a backend's
+    ``trace(source, target)``)."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())[1:]
+    except (TypeError, ValueError):
+        return frozenset(), True
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    texts = frozenset(i for i, p in enumerate(positional) if p.name in TEXT_ARGS)
+    return texts, any(p.kind is p.VAR_POSITIONAL for p in params)
+
+
+def _clean_args(args: tuple, kwargs: dict, texts: frozenset[int] = frozenset({0, 1})
+                ) -> tuple[tuple, dict, bool]:
     changed = False
     out = []
     for i, value in enumerate(args):
-        value, flag = replace_surrogates(value) if i < 2 else (value, False)  # source(s), target(s)
+        value, flag = replace_surrogates(value) if i in texts else (value, False)
         out.append(value)
         changed |= flag
     for key in TEXT_ARGS:
@@ -97,6 +119,44 @@ def _clean_args(args: tuple, kwargs: dict) -> tuple[tuple, dict, bool]:
             kwargs[key], flag = replace_surrogates(kwargs[key])
             changed |= flag
     return tuple(out), kwargs, changed
+
+
+def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn(backend, *args, **kwargs)`` as a method of GuardedModel: it runs on the wrapped
+    backend with lone surrogates in its text arguments replaced (and a notice), and a GPU
+    out-of-memory error moves the model to the CPU once and runs it again (and a notice).
+    Keeps fn's name, docstring and signature (``__wrapped__``)."""
+    texts, star = _text_positions(fn)
+    if star:
+        texts = texts | {0, 1}
+
+    @functools.wraps(fn)
+    def method(self: GuardedModel, *args, **kwargs):
+        args, kwargs, cleaned = _clean_args(args, dict(kwargs), texts)
+        try:
+            result = fn(self.backend, *args, **kwargs)
+        except Exception as err:  # noqa: BLE001 - only OOM is handled, the rest re-raised
+            if not is_oom(err):
+                raise
+            log.warning("%s.%s: GPU out of memory; retrying on the CPU", self.name,
+                        fn.__name__)
+            move_to_cpu(self)
+            result = fn(self.backend, *args, **kwargs)
+            _add_notice(result, OOM_NOTICE)
+        if cleaned:
+            _add_notice(result, SURROGATE_NOTICE)
+        return result
+
+    return method
+
+
+def backend_run(name: str) -> Callable[..., Any]:
+    """``backend.<name>(*args, **kwargs)``, looked up at each call (a method patched on the
+    backend's class is the one used), with Backend.<name>'s name, docstring and signature."""
+    def call(backend, *args, **kwargs):
+        return getattr(backend, name)(*args, **kwargs)
+
+    return functools.wraps(getattr(Backend, name))(call)
 
 
 def _delegated(attr: str, doc: str) -> property:
@@ -107,8 +167,9 @@ def _delegated(attr: str, doc: str) -> property:
 class GuardedModel:
     """A loaded backend with the GPU-OOM fallback and surrogate cleaning on its runs.
 
-    The run methods (trace, trace_batch, beam_search) go through ``_run``; the rest of the
-    Backend API is read from the wrapped backend, and so is any other attribute (``hf_model``,
+    The runs (trace, trace_batch, beam_search) and the analyses (logit_attribution, patch,
+    ...: viz_core.analysis.registry) are ``guarded``; the rest of the Backend API is read
+    from the wrapped backend, and so is any other attribute (``hf_model``,
     ``cfg``, ``tokenizer`` ...) through ``__getattr__``. One instance is shared by every
     session, like the backend it wraps.
     """
@@ -117,30 +178,10 @@ class GuardedModel:
         self.backend = backend
         self.notices: list[str] = []  # shown under the model picker (e.g. moved to the CPU)
 
-    # ---- runs: guarded ------------------------------------------------------------------
-    def trace(self, *args, **kwargs):
-        return self._run("trace", args, kwargs)
-
-    def trace_batch(self, *args, **kwargs):
-        return self._run("trace_batch", args, kwargs)
-
-    def beam_search(self, *args, **kwargs):
-        return self._run("beam_search", args, kwargs)
-
-    def logit_attribution(self, *args, **kwargs):
-        return self._run("logit_attribution", args, kwargs)
-
-    def logit_lens(self, *args, **kwargs):
-        return self._run("logit_lens", args, kwargs)
-
-    def qk_attribution(self, *args, **kwargs):
-        return self._run("qk_attribution", args, kwargs)
-
-    def patch(self, *args, **kwargs):
-        return self._run("patch", args, kwargs)
-
-    def attribution_patch(self, *args, **kwargs):
-        return self._run("attribution_patch", args, kwargs)
+    # ---- runs and analyses: guarded (the analyses from viz_core.analysis.registry) ------
+    trace = guarded(backend_run("trace"))
+    trace_batch = guarded(backend_run("trace_batch"))
+    beam_search = guarded(backend_run("beam_search"))
 
     def show_beam(self, text: str, *, n_best: int | None = None, show_pruned: bool = True,
                   title: str | None = None, **beam_options):
@@ -151,22 +192,6 @@ class GuardedModel:
 
         tree = self.beam_search(text, **beam_options)
         return beam_tree_figure(tree, n_best=n_best, show_pruned=show_pruned, title=title)
-
-    def _run(self, method: str, args: tuple, kwargs: dict):
-        args, kwargs, cleaned = _clean_args(args, dict(kwargs))
-        try:
-            # looked up per call, so a method patched on the backend's class is the one used
-            result = getattr(self.backend, method)(*args, **kwargs)
-        except Exception as err:  # noqa: BLE001 - only OOM is handled, the rest re-raised
-            if not is_oom(err):
-                raise
-            log.warning("%s.%s: GPU out of memory; retrying on the CPU", self.name, method)
-            move_to_cpu(self)
-            result = getattr(self.backend, method)(*args, **kwargs)
-            _add_notice(result, OOM_NOTICE)
-        if cleaned:
-            _add_notice(result, SURROGATE_NOTICE)
-        return result
 
     # ---- the rest of the Backend API: the backend's own ----------------------------------
     def info(self) -> dict:
@@ -189,10 +214,21 @@ class GuardedModel:
         # (it is missing only while the object is being built or copied)
         if attr == "backend":
             raise AttributeError(attr)
-        return getattr(self.backend, attr)
+        try:
+            return getattr(self.backend, attr)
+        except AttributeError:
+            if attr.startswith("_"):
+                raise
+            raise AttributeError(
+                f"{type(self.backend).__name__} has no attribute {attr!r}; its analyses are "
+                f"{', '.join(ANALYSES)}.", name=attr, obj=self) from None
 
     def __repr__(self) -> str:
         return f"GuardedModel({self.backend!r})"
+
+
+# model.logit_attribution(...), model.patch(...), ...: every analysis of the table, guarded
+attach(GuardedModel, wrap=guarded)
 
 
 def guard(model) -> GuardedModel:

@@ -38,7 +38,9 @@ def save_checkpoint(model: Transformer, vocabs: dict[str, Vocab], path: str | Pa
     return path
 
 
-def _read_json(path: Path, what: str):
+def read_json(path: Path, what: str):
+    """The JSON file of a checkpoint (``what`` names it in errors), size-capped; a
+    CheckpointError when it is missing, too large or not JSON."""
     if not path.is_file():
         raise CheckpointError(f"{path.parent}: missing {path.name} ({what})")
     if path.stat().st_size > MAX_JSON_BYTES:
@@ -50,7 +52,7 @@ def _read_json(path: Path, what: str):
 
 
 def read_vocabs(path: Path, cfg: TransformerConfig) -> dict[str, Vocab]:
-    raw = _read_json(path / VOCAB, "vocabulary")
+    raw = read_json(path / VOCAB, "vocabulary")
     if not isinstance(raw, dict):
         raise CheckpointError(f"{path / VOCAB}: expected an object")
     vocabs = {k: Vocab.from_dict(v) for k, v in raw.items() if k in ("source", "target")}
@@ -71,9 +73,9 @@ def load_checkpoint(path: str | Path, device: torch.device | str = "cpu"
     path = Path(path)
     if not path.is_dir():
         raise CheckpointError(f"checkpoint directory not found: {path}")
-    cfg = TransformerConfig.from_dict(_read_json(path / CONFIG, "model config"))
+    cfg = TransformerConfig.from_dict(read_json(path / CONFIG, "model config"))
     vocabs = read_vocabs(path, cfg)
-    card = _read_json(path / CARD, "model card") if (path / CARD).is_file() else {}
+    card = read_json(path / CARD, "model card") if (path / CARD).is_file() else {}
     if not isinstance(card, dict):
         card = {}
     weights = path / WEIGHTS

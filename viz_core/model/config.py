@@ -6,10 +6,11 @@ import dataclasses
 from dataclasses import dataclass
 
 from ..errors import CheckpointError
+from .choices import Architecture, Norm, Positional, PositionalKind, options
 
-KINDS = ("encoder-decoder", "decoder-only", "encoder-only")
-POSITIONAL_KINDS = ("sinusoidal", "learned", "rope")
-NORMS = ("layernorm", "rmsnorm")
+KINDS = options(Architecture)
+POSITIONAL_KINDS = options(Positional)
+NORMS = options(Norm)
 
 # Limits checked before any allocation, so a hostile config.json cannot exhaust memory.
 MAX_PARAMS = 2_000_000_000
@@ -19,7 +20,7 @@ MAX_VOCAB = 1_000_000
 
 @dataclass(frozen=True)
 class TransformerConfig:
-    kind: str = "encoder-decoder"  # encoder-decoder | decoder-only | encoder-only
+    kind: Architecture = "encoder-decoder"
     src_vocab_size: int = 0  # encoder vocabulary (0 for decoder-only)
     tgt_vocab_size: int = 0  # decoder vocabulary (0 for encoder-only)
     d_model: int = 128  # width of every residual stream
@@ -34,9 +35,9 @@ class TransformerConfig:
     max_len: int = 256  # longest sequence; the positional table has this many rows
     # sinusoidal | learned: a table added to the embeddings; rope: no table, q and k of every
     # self-attention rotated by position (RoFormer), cross-attention left unrotated
-    positional: str = "sinusoidal"
+    positional: Positional = "sinusoidal"
     rope_base: float = 10000.0  # RoPE: dimension pair i turns by pos * rope_base^(-2i/d_k)
-    norm: str = "layernorm"  # layernorm | rmsnorm (x / rms(x) * g, no centring, no bias)
+    norm: Norm = "layernorm"  # rmsnorm: (x / rms(x) * g, no centring, no bias)
     norm_first: bool = False  # False: post-LN as in the paper; True: pre-LN (GPT-2 style)
     share_embeddings: bool = False  # tie decoder input embedding and output projection
     pad_id: int = 0  # special token ids, the same in every vocabulary of a model
@@ -53,7 +54,7 @@ class TransformerConfig:
         return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
 
     @property
-    def positional_kind(self) -> str:
+    def positional_kind(self) -> PositionalKind:
         """The trace's name for it: sinusoidal | learned | rotary."""
         return "rotary" if self.positional == "rope" else self.positional
 

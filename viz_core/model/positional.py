@@ -16,6 +16,8 @@ import math
 import torch
 from torch import nn
 
+from .choices import Positional, choose
+
 
 def sinusoidal_encoding(length: int, d_model: int) -> torch.Tensor:
     """float32 [length, d_model], computed in float64 then cast (exact to float32 precision)."""
@@ -61,8 +63,9 @@ class LearnedPositions(nn.Module):
         return self.embedding(positions)
 
 
-def make_positions(kind: str, max_len: int, d_model: int) -> nn.Module | None:
+def make_positions(kind: Positional, max_len: int, d_model: int) -> nn.Module | None:
     """The table added to the embeddings; None for RoPE (positions enter q and k instead)."""
+    kind = choose(kind, Positional, "positional")
     if kind == "rope":
         return None
     return SinusoidalPositions(max_len, d_model) if kind == "sinusoidal" else (

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import CheckpointError
+from .choices import VocabLevel, options
 
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)
@@ -19,14 +20,14 @@ WORD_RE = re.compile(r"\w+'?|[^\w\s]")  # "l'homme" -> "l'", "homme"; punctuatio
 @dataclass
 class Vocab:
     tokens: list[str]  # id -> token; the first four are SPECIALS
-    level: str = "word"  # word | char
+    level: VocabLevel = "word"
     lowercase: bool = True
     index: dict[str, int] = field(init=False, repr=False)
 
     def __post_init__(self):
         if list(self.tokens[:4]) != list(SPECIALS):
             raise CheckpointError(f"vocabulary must start with {list(SPECIALS)}")
-        if self.level not in ("word", "char"):
+        if self.level not in options(VocabLevel):
             raise CheckpointError(f"vocabulary level must be 'word' or 'char', not {self.level!r}")
         self.index = {t: i for i, t in enumerate(self.tokens)}
 
@@ -34,7 +35,7 @@ class Vocab:
         return len(self.tokens)
 
     @classmethod
-    def build(cls, texts, level: str = "word", lowercase: bool = True) -> Vocab:
+    def build(cls, texts, level: VocabLevel = "word", lowercase: bool = True) -> Vocab:
         """Vocabulary of every token in texts, in order of first appearance."""
         seen: dict[str, None] = {}
         probe = cls(list(SPECIALS), level, lowercase)

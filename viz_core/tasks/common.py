@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from ..decoding.greedy import greedy_batch, pad_batch  # noqa: F401  (tasks re-export)
+from ..model.choices import Split, choose
 from ..model.tokenizer import Vocab
 from ..model.transformer import Transformer
 
@@ -40,11 +41,10 @@ def is_held_out(text: str, percent: int = TEST_PERCENT) -> bool:
     return int.from_bytes(digest, "big") % 100 < percent
 
 
-def make_split(sample: Callable[[random.Random], Pair], split: str, n: int, seed: int,
+def make_split(sample: Callable[[random.Random], Pair], split: Split, n: int, seed: int,
                key: Callable[[Pair], str] = lambda p: p.source) -> list[Pair]:
     """n examples of one split ("train" or "test"); test examples are unique by key."""
-    if split not in ("train", "test"):
-        raise ValueError(f"split must be 'train' or 'test', not {split!r}")
+    split = choose(split, Split, "split")
     rng = random.Random(f"{seed}:{split}")
     want_test = split == "test"
     out: list[Pair] = []

@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import random
 
+from ..model.choices import Split, YearDigits
 from ..model.tokenizer import Vocab
 from .common import Pair, make_split
 
@@ -119,7 +120,7 @@ def sample(rng: random.Random) -> Pair:
     return Pair(render(d, fmt, rng), d.isoformat())
 
 
-def dataset(split: str, n: int, seed: int = 0) -> list[Pair]:
+def dataset(split: Split, n: int, seed: int = 0) -> list[Pair]:
     return make_split(sample, split, n, seed)
 
 
@@ -138,7 +139,7 @@ def evaluate(model, vocabs, test: list[Pair], train: list[Pair]) -> dict:
     return evaluate_translation(model, vocabs, test)
 
 
-def year_alignment(pair: Pair, digits: str = "decade") -> list[tuple[int, int]]:
+def year_alignment(pair: Pair, digits: YearDigits = "decade") -> list[tuple[int, int]]:
     """(output position, input character position) pairs of year digits.
 
     digits="decade": the last two year digits, which every input writes and whose value can

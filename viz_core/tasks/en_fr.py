@@ -25,6 +25,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from ..model.choices import Split
 from ..model.tokenizer import Vocab
 from .common import Pair, make_split
 
@@ -325,7 +326,7 @@ def sample(rng: random.Random) -> Pair:
     return sentence(rng).pair()
 
 
-def dataset(split: str, n: int, seed: int = 0) -> list[Pair]:
+def dataset(split: Split, n: int, seed: int = 0) -> list[Pair]:
     return make_split(sample, split, n, seed)
 
 

@@ -19,6 +19,7 @@ import random
 import torch
 
 from ..capture.recorder import Recorder, recording
+from ..model.choices import Split
 from ..model.tokenizer import SPECIALS, Vocab
 from . import en_fr
 from .common import Pair, make_split
@@ -72,7 +73,7 @@ def repeated(rng: random.Random, half: int, pool: list[str] | None = None) -> li
     return first + first
 
 
-def dataset(split: str, n: int, seed: int = 0) -> list[Pair]:
+def dataset(split: Split, n: int, seed: int = 0) -> list[Pair]:
     """One episode per sequence: halves of HALF_WORDS words (training) or TEST_HALF_WORDS
     words (held out)."""
     pool = words()

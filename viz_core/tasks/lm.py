@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 
+from ..model.choices import Split
 from ..model.tokenizer import Vocab
 from . import en_fr
 from .common import Pair, lm_perplexity, make_split, unigram_perplexity
@@ -28,7 +29,7 @@ def sample(rng: random.Random) -> Pair:
     return Pair("", en_fr.sample(rng).source)
 
 
-def dataset(split: str, n: int, seed: int = 0) -> list[Pair]:
+def dataset(split: Split, n: int, seed: int = 0) -> list[Pair]:
     return make_split(sample, split, n, seed, key=lambda p: p.target)
 
 

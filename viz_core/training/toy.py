@@ -8,6 +8,7 @@ import torch
 
 from ..backends.native import NativeModel
 from ..model.checkpoint import save_checkpoint
+from ..model.choices import Architecture
 from ..model.config import TransformerConfig
 from ..model.tokenizer import SPECIALS, Vocab
 from ..model.transformer import Transformer
@@ -16,7 +17,7 @@ WORDS = ("the a cat dog sat saw on mat red big small house i you we see it not d
          "le la chat chien voit sur tapis rouge grand petit maison je tu nous vois pas").split()
 
 
-def toy_model(kind: str = "encoder-decoder", seed: int = 0, words=WORDS, **overrides
+def toy_model(kind: Architecture = "encoder-decoder", seed: int = 0, words=WORDS, **overrides
               ) -> NativeModel:
     """A random model over a small word vocabulary, shared by source and target."""
     vocab = Vocab([*SPECIALS, *dict.fromkeys(words)])
@@ -37,7 +38,7 @@ def toy_model(kind: str = "encoder-decoder", seed: int = 0, words=WORDS, **overr
     return NativeModel(model, vocabs, card, name=card["name"])
 
 
-def save_toy(path: str | Path, kind: str = "encoder-decoder", seed: int = 0, **overrides) -> Path:
+def save_toy(path: str | Path, kind: Architecture = "encoder-decoder", seed: int = 0, **overrides) -> Path:
     m = toy_model(kind, seed, **overrides)
     vocabs = {k: v for k, v in (("source", m.src_vocab), ("target", m.tgt_vocab)) if v}
     return save_checkpoint(m.model, vocabs, path, m.card)

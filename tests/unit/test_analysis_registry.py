@@ -1,0 +1,152 @@
+"""The analysis table (viz_core.analysis.registry): every registered analysis is a method of
+every backend and of the guarded model vc.load returns, with the function's own name,
+docstring and signature; the guarded ones get the OOM fallback and surrogate cleaning of
+resilience.guarded; an unknown name is a clear error. Also the Literal choices' boundary
+check (viz_core.model.choices) and BlockTrace.source, the public view analyses read."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+from typing import get_args
+
+import pytest
+import torch
+
+import viz_core as vc
+from viz_core.analysis import registry
+from viz_core.backends.base import Backend
+from viz_core.errors import ChoiceError, InputError
+from viz_core.loading import resilience
+from viz_core.loading.resilience import GuardedModel
+from viz_core.model import choices
+
+
+@pytest.fixture(scope="module")
+def model():
+    return vc.load("dates", "cpu")
+
+
+def _function(name):
+    module, _, attr = registry.ANALYSES[name].partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+@pytest.mark.parametrize("name", list(registry.ANALYSES))
+def test_every_row_is_a_method_that_reads_like_its_function(model, name):
+    fn = _function(name)
+    assert list(inspect.signature(fn).parameters)[0] in ("model", "model_or_trace")
+    params = list(inspect.signature(fn).parameters.values())[1:]
+    for bound in (getattr(model, name), getattr(model.backend, name)):
+        assert bound.__name__ == fn.__name__ == name
+        assert bound.__doc__ == fn.__doc__ and fn.__doc__  # help(model.<name>) reads right
+        assert list(inspect.signature(bound).parameters.values()) == params
+    assert getattr(model.backend, name).__func__ is fn  # the function itself, bound
+    assert getattr(Backend, name) is fn
+    assert inspect.unwrap(getattr(GuardedModel, name)) is inspect.unwrap(fn)
+
+
+def test_the_table_is_the_only_place_analyses_are_declared():
+    for cls in (Backend, GuardedModel):
+        for name in registry.ANALYSES:
+            assert isinstance(vars(cls)[name], registry.AnalysisMethod), (cls, name)
+
+
+def test_run_calls_an_analysis_by_name_and_refuses_an_unknown_one(model):
+    frame = vc.analysis.run(model, "composition", fold_norms=False)
+    assert frame.equals(model.backend.composition(fold_norms=False))
+    with pytest.raises(InputError, match="no analysis named 'bogus'.*head_entropy"):
+        vc.analysis.run(model, "bogus")
+    with pytest.raises(AttributeError, match="no attribute 'bogus'; its analyses are"):
+        model.bogus  # noqa: B018 - what getattr(model, request.name) says
+
+
+class FakeBackend:
+    """Fails with a GPU OOM a given number of times, then returns what it was given."""
+
+    name, architecture = "fake", "decoder-only"
+
+    def __init__(self, ooms: int):
+        self.ooms, self.device, self.seen = ooms, torch.device("cuda"), []
+        self.hf_model = torch.nn.Linear(2, 2)
+
+
+def probe(model, text: str, target: str | None = None, *, k: int = 1):
+    """An analysis for the test: records its arguments and the device it ran on."""
+    model.seen.append((text, target, k, str(model.device)))
+    if model.ooms:
+        model.ooms -= 1
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 1 GiB")
+    return type("Result", (), {"warnings": []})()
+
+
+def test_guarded_analyses_fall_back_to_the_cpu_and_clean_text():
+    method = resilience.guarded(probe)
+    model = GuardedModel(FakeBackend(ooms=1))
+    result = method(model, "a\ud800", target="b", k=3)
+    assert model.backend.seen == [("a\ufffd", "b", 3, "cuda"), ("a\ufffd", "b", 3, "cpu")]
+    assert result.warnings == [resilience.OOM_NOTICE, resilience.SURROGATE_NOTICE]
+    assert model.notices == [resilience.OOM_NOTICE]
+    assert inspect.signature(method) == inspect.signature(probe)
+    assert method.__doc__ == probe.__doc__
+    with pytest.raises(torch.cuda.OutOfMemoryError):  # the CPU retry failed too
+        method(GuardedModel(FakeBackend(ooms=2)), "x")
+
+
+def test_a_registered_analysis_on_a_guarded_model_is_guarded(monkeypatch):
+    model = vc.load("dates", "cpu")
+    original = type(model.backend).trace
+    calls = []
+
+    def flaky(self, *args, **kwargs):
+        calls.append(str(self.device))
+        if len(calls) == 1:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(model.backend), "trace", flaky)
+    frame = model.head_entropy("9 may 2018")
+    assert len(calls) == 2 and resilience.OOM_NOTICE in model.notices
+    assert frame.equals(vc.load("dates", "cpu").head_entropy("9 may 2018"))
+
+
+# ---- Literal choices -------------------------------------------------------------------------
+def test_choose_accepts_exactly_the_literal_and_names_it():
+    for value in get_args(choices.Over):
+        assert choices.choose(value, choices.Over, "over") == value
+    with pytest.raises(ChoiceError) as err:
+        choices.choose("head", choices.Over, "over")
+    assert str(err.value) == "'over' must be 'heads', 'layers' or 'positions', not 'head'."
+    assert isinstance(err.value, InputError) and isinstance(err.value, ValueError)
+    with pytest.raises(ChoiceError):
+        choices.choose(None, choices.View, "view")
+
+
+def test_boundaries_check_their_choices(model):
+    with pytest.raises(InputError, match="'over' must be 'heads', 'layers' or 'positions'"):
+        model.patch("9 may 2018", "9 jun 2018", over="tokens")
+    trace = model.trace("9 may 2018")
+    with pytest.raises(ValueError, match="'what'"):
+        trace["decoder.0.self"].head(0, what="weights")
+    with pytest.raises(ValueError, match="'kind'"):
+        trace.layers("encoder")
+
+
+def test_the_backend_reports_values_of_its_literal_types(model):
+    assert model.architecture in get_args(choices.Architecture)
+    assert model.positional_kind in get_args(choices.PositionalKind)
+    assert model.norm_placement in get_args(choices.NormPlacement)
+
+
+# ---- BlockTrace.source: the public view analyses read ---------------------------------------
+def test_block_source_is_the_recorded_call_read_only(model):
+    trace = model.trace("9 may 2018")
+    block = trace["decoder.0.self"]
+    src = block.source
+    assert src.q.shape[0] == block.n_heads and src.z is not None
+    torch.testing.assert_close(src.q.float().numpy(), block.q, rtol=0, atol=0)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        src.q = None
+    eager = vc.BlockTrace("encoder.0.self", pattern=block.pattern)
+    assert eager.source is None
