@@ -28,6 +28,8 @@ ANALYSES: dict[str, str] = {
     "patch": "viz_core.analysis.patching:patch",
     "attribution_patch": "viz_core.analysis.patching:attribution_patch",
     "head_entropy": "viz_core.analysis.entropy:head_entropy",
+    "information_flow": "viz_core.analysis.information_flow:information_flow",
+    "attention_flow": "viz_core.analysis.attention_flow:attention_flow",
 }
 
 
