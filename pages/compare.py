@@ -1,4 +1,5 @@
-"""Compare: two inputs, or two models on one input, side by side, with their difference."""
+"""Compare: two inputs, or two models on one input, side by side, with their difference; or a
+teacher and its distilled student, layer by layer (attention_lab/ui/distillation.py)."""
 
 import numpy as np
 import streamlit as st
@@ -6,6 +7,7 @@ import streamlit as st
 from attention_lab.ui import state
 from attention_lab.ui.charts import chart, download
 from attention_lab.ui.controls import url_number, url_select
+from attention_lab.ui.distillation import teacher_and_student
 from attention_lab.ui.errors import literal, reported
 from attention_lab.ui.generation import for_model
 from attention_lab.ui.page import selection, show_trace_messages
@@ -16,8 +18,11 @@ from viz_core.figures.heatmap import block_heatmap, matrix_heatmap
 
 sel = selection()
 st.title("Compare")
-modes = ["two inputs", "two models"]
+modes = ["two inputs", "two models", "teacher and student"]
 mode = url_select("Compare", "cmp_mode", modes, widget="radio", horizontal=True)
+if mode == "teacher and student":
+    teacher_and_student(sel)
+    st.stop()
 if mode == "two inputs":
     text_b = state.widget_default("text_b", state.url_text("text_b", sel.text), typed=True)
     st.text_input("Second input", text_b, key="text_b")

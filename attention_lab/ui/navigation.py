@@ -63,7 +63,8 @@ PAGES: list[PageSpec] = [
              " the logit lens, patching a clean run into a corrupted one, head composition, and a search"
              " for the heads that link two tokens."),
     PageSpec("pages/compare.py", "Compare", ":material/compare:", "compare",
-             "Two inputs or two models side by side, with their difference."),
+             "Two inputs or two models side by side, with their difference; or a teacher and"
+             " its distilled student, layer by layer."),
     PageSpec("pages/atlas.py", "Head atlas", ":material/map:", "atlas",
              "What every head does across a whole dataset, as a layer × head map."),
 ]

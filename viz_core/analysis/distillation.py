@@ -380,4 +380,4 @@ def _one_block(model, stack: str, layer: int, text: str):
     """One self-attention block of one text's trace (a decoder-only model: the text alone)."""
     name = f"{stack}.{layer}.self"
     extra = {"max_new": 0} if model.architecture == "decoder-only" else {}
-    return model.trace(text, blocks=[name], capture=(), **extra)[name]
+    return model.trace(text, blocks=[name], capture=("pattern",), **extra)[name]

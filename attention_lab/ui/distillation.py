@@ -1,0 +1,212 @@
+"""The Compare page's "Teacher and student" mode: which student layer learned from which
+teacher layer, and how close their attention is (viz_core.analysis.distillation).
+
+The teacher is the sidebar's model; the student is picked here (by default the shipped
+minilm-student, distilled from MiniLM). Every choice is in the URL: student (student_path
+for a folder or Hub id), dist_on, dist_measure, dist_map, dist_layers, dist_pair, dist_head.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import streamlit as st
+
+import viz_core as vc
+from viz_core.figures.distillation import layer_map_figure, pair_maps_figure
+
+from . import state
+from .charts import chart, download, download_csv
+from .controls import url_select, url_text_box
+from .errors import literal, reported
+from .runs import get_model
+from .sidebar import custom_allowed, deployment_policy, model_choices
+
+STUDENT = "minilm-student"
+OTHER = "Other (path or Hub id)…"
+ON_INPUT, ON_HELD_OUT = "the input text", "32 sentences the shipped student never saw"
+MAPPINGS = {"uniform": "uniform (TinyBERT: student layer m ← teacher layer m·k)",
+            "last": "last layer only (MiniLM)", "custom": "my own list"}
+
+EXPLANATION = """
+**What a student learns from its teacher.** A distilled model (the *student*) is trained to
+reproduce what a larger model (the *teacher*) computes inside, not only its answers. The two
+recipes this view reads differ in *what* is copied and *from where*:
+
+- **Embeddings.** TinyBERT makes the student's embedding layer match the teacher's, through a
+  learned matrix when the widths differ. MiniLM leaves the embeddings alone.
+- **Attention: scores or distributions.** TinyBERT copies every head's *scores* (QKᵀ/√d,
+  before the softmax) with a squared error, layer by layer: student layer *m* learns from
+  teacher layer *m·k* (k = teacher layers ÷ student layers), the *uniform* map. MiniLM copies
+  only the *distributions* (after the softmax) of the **last** layer, with a KL divergence, so
+  the student's lower layers are free to find their own way there.
+- **Value relations.** MiniLM also copies how the values relate to one another in that last
+  layer: softmax(V Vᵀ/√d) per head, again with a KL divergence. It needs no equal widths.
+- **Hidden states.** TinyBERT copies each mapped layer's output through a learned matrix;
+  MiniLM does not.
+- **Prediction layer.** TinyBERT's second, task-specific stage copies the teacher's soft
+  predictions on the task; MiniLM's distillation is task-agnostic and has none.
+
+Both papers compare head with head, so their students keep the teacher's head count. Here,
+models with different head counts are compared through the average of their heads. The
+heatmap measures **every** student layer against **every** teacher layer; the red squares are
+the pairs the chosen map matches. On a well-distilled student the squares are the low cells
+of their row.
+"""
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _compare(teacher: str, student: str, device: str, texts: tuple[str, ...], mapping):
+    """The Distillation of two models on these texts (shared, read-only)."""
+    return vc.distillation.compare(get_model(teacher, device), get_model(student, device),
+                                   list(texts), mapping=list(mapping) if isinstance(
+                                       mapping, tuple) else mapping)
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def _maps(teacher: str, student: str, device: str, text: str, pair: tuple[int, int],
+          head: int | None):
+    return vc.distillation.attention_maps(get_model(teacher, device),
+                                          get_model(student, device), text, *pair, head=head)
+
+
+def held_out_sentences() -> tuple[str, ...]:
+    """16 toy-grammar and (in a clone) 16 documentation sentences minilm-student never saw."""
+    from viz_core.training.distil import held_out
+
+    sets = held_out(16)
+    return tuple(sets["toy"][:16] + sets["prose"][:16])
+
+
+def _student(teacher: str) -> str:
+    policy = deployment_policy()
+    choices = [m for m in model_choices(policy) if m != teacher]
+    if custom_allowed(policy):
+        choices.append(OTHER)
+    if not choices:
+        st.info("This deployment allows no second model to compare with.")
+        st.stop()
+    default = STUDENT if STUDENT in choices else choices[0]
+    name = url_select("Student", "student", choices, default,
+                      help="The distilled model. The teacher is the sidebar's model.")
+    if name == OTHER:
+        name = url_text_box("Student folder or Hub id", "student_path", strip=True,
+                            help="A Hugging Face folder or Hub id sharing the teacher's "
+                                 "tokenizer.")
+        if not name:
+            st.info("Enter the student's folder or Hub id.")
+            st.stop()
+        with reported(f"loading the student {name[:80]!r}"):
+            policy.check_name(name, builtin=False)
+    return name
+
+
+def _mapping(n_student: int | None):
+    """The mapping choice: "uniform", "last" or a tuple of teacher layers."""
+    c1, c2 = st.columns([2, 3])
+    name = url_select("Layer map", "dist_map", list(MAPPINGS), format_func=MAPPINGS.get,
+                      container=c1)
+    if name != "custom":
+        return name
+    raw = url_text_box("Teacher layer for each student layer", "dist_layers", limit=80,
+                       strip=True, container=c2, default=",".join(
+                           str(i) for i in range(n_student or 1)),
+                       help="Comma-separated, from student layer 0 up, e.g. 1,3,5.")
+    try:
+        layers = tuple(int(x) for x in raw.replace(" ", "").split(",") if x)
+    except ValueError:
+        st.error(f"Write teacher layers as numbers separated by commas, not "
+                 f"{literal(raw[:40])}.", icon="⚠️")
+        st.stop()
+    return layers or "uniform"
+
+
+def teacher_and_student(sel) -> None:
+    """The whole mode, below the Compare page's mode switch."""
+    with st.expander("What TinyBERT and MiniLM transfer", expanded=False):
+        st.markdown(EXPLANATION)
+    teacher = sel.model_name
+    student = _student(teacher)
+    on = url_select("Measure on", "dist_on", [ON_HELD_OUT, ON_INPUT], widget="radio",
+                    horizontal=True)
+    texts = held_out_sentences() if on == ON_HELD_OUT else (sel.text,)
+    with st.spinner(f"Loading {literal(student[:80])}…"), \
+            reported(f"loading the student {student[:80]!r}"):
+        depth = len([b for b in get_model(student, sel.device).block_heads
+                     if b.endswith(".self")])
+    mapping = _mapping(depth)
+    measures = list(vc.distillation.MEASURES)
+    measure = url_select("Measure", "dist_measure", measures,
+                         format_func=vc.distillation.MEASURE_LABELS.get)
+    with st.spinner("Comparing every student layer with every teacher layer…"), \
+            reported("comparing the teacher and the student"):
+        result = _compare(teacher, student, sel.device, tuple(texts), mapping)
+    state.show_notices()
+    for note in result.notes():
+        st.caption(literal(note))
+    label = vc.distillation.MEASURE_LABELS[measure]
+    chart(layer_map_figure(
+        result.matrix(measure), result.mapping, measure=label, teacher=teacher,
+        student=student, title=f"{label}, {result.n_texts} text(s): student × teacher layers"),
+        key="dist_map_chart", name="teacher-student-layers")
+    st.markdown("**Losses of the mapped pairs** (lower is closer)")
+    shown = result.mapped.drop(columns="mapped")
+    st.dataframe(shown, hide_index=True, width="stretch")
+    d1, d2 = st.columns(2)
+    with d1:
+        download_csv("Every pair (CSV)", result.pairs, "teacher-student-pairs.csv",
+                     "dl_dist_pairs")
+    with d2:
+        download("Summary (JSON)", lambda: json.dumps(_summary(result), indent=2),
+                 "teacher-student.json", "application/json", "dl_dist_json")
+    _pair_view(sel, teacher, student, result)
+
+
+def _summary(result) -> dict:
+    return {"teacher": result.teacher, "student": result.student,
+            "mapping": [list(p) for p in result.mapping], "mapping_name": result.mapping_name,
+            "texts": result.n_texts, "tokens": result.n_tokens, "notes": result.notes(),
+            "mapped": result.mapped.to_dict(orient="records")}
+
+
+def _pair_view(sel, teacher: str, student: str, result) -> None:
+    """One pair's two attention maps on the sidebar's input, and their difference."""
+    n_t = result.teacher_layers
+    pairs = [i * n_t + j for i in range(result.student_layers) for j in range(n_t)]
+    mapped = {s * n_t + t for s, t in result.mapping}
+
+    def name(p: int) -> str:
+        s, t = divmod(p, n_t)
+        return f"student {s} ↔ teacher {t}" + ("  (mapped)" if p in mapped else "")
+    st.markdown("**One pair, on the input text**")
+    c1, c2 = st.columns([3, 2])
+    pick = url_select("Pair", "dist_pair", pairs, min(mapped), format_func=name, container=c1)
+    heads = ["mean"] + ([str(h) for h in range(result.teacher_heads)]
+                        if result.heads_matched else [])
+    head = url_select("Heads", "dist_head", heads, container=c2,
+                      format_func=lambda h: "mean of the heads" if h == "mean" else f"head {h}",
+                      help="One head needs equal head counts.")
+    pair = divmod(pick, n_t)
+    with st.spinner("Tracing the pair…"), reported("drawing the pair's attention maps"):
+        tokens, t_map, s_map = _maps(teacher, student, sel.device, sel.text, pair,
+                                     None if head == "mean" else int(head))
+    s, t = pair
+    chart(pair_maps_figure(
+        tokens, t_map, s_map, teacher_label=f"teacher {teacher} · layer {t}",
+        student_label=f"student {student} · layer {s}",
+        title="Attention of the pair (" + ("head mean" if head == "mean" else f"head {head}")
+              + ") and the difference"), key="dist_pair_chart", name="teacher-student-pair")
+    kl = vc.distillation.kl_rows(t_map[None], s_map[None]).mean()
+    st.caption(f"On this input: KL(teacher ‖ student) = {kl:.4f} nats a query position, "
+               f"largest |difference| = {float(np.abs(s_map - t_map).max()):.3f}.")
+    download("The two maps (NPZ)", lambda: _npz(tokens, t_map, s_map), "teacher-student-pair.npz",
+             "application/octet-stream", "dl_dist_pair")
+
+
+def _npz(tokens, t_map, s_map) -> bytes:
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, tokens=np.array(tokens), teacher=t_map, student=s_map,
+                        difference=s_map - t_map)
+    return buffer.getvalue()
