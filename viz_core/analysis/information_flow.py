@@ -59,7 +59,7 @@ POINTS = ("in", "self", "cross", "out")
 COLUMNS = ["source_stack", "source_layer", "source_point", "source_position", "target_stack",
            "target_layer", "target_point", "target_position", "kind", "block", "head",
            "weight"]
-CHUNK_FLOATS = 1 << 23  # float32 elements of one chunk of edge vectors (32 MiB)
+CHUNK_FLOATS = 1 << 21  # float32 elements of one chunk of edge vectors (8 MiB)
 
 Node = tuple[str, int, str, int]  # (stack, layer, point, position)
 
@@ -273,10 +273,9 @@ class _Frames:
 
 @torch.no_grad()
 def _attention_node(backend, trace, block: str, residual: torch.Tensor, node: _Sum,
-                    keep_vectors: bool):
-    """Proximity of every (query i, key j) edge of one block and of the residual to the
-    node's sum: (edge proximities (T, Tk) float32, residual proximity (T,), the values
-    u = W_O[h] v_h[j] mapped by the node (H, Tk, d) for the head split)."""
+                    threshold: float):
+    """The weights of one attention node: (edges [T, Tk] float64, the residual [T] float64,
+    each row summing to 1; each head's share of the edges of weight >= threshold)."""
     src = trace[block].source
     if src is None or src.v is None:
         raise VizError(f"The trace of {block!r} kept no values (v).")
@@ -285,68 +284,73 @@ def _attention_node(backend, trace, block: str, residual: torch.Tensor, node: _S
     v = src.v.float()  # (Hkv, Tk, d_v)
     w_o = hw.W_O.detach().to(dev).float()  # (H, d, d_v)
     heads = w_o.shape[0]
-    group = heads // v.shape[0]
-    u = torch.einsum("hdv,hkv->hkd", w_o, v.repeat_interleave(group, dim=0))  # (H, Tk, d)
-    u = node.gain(u)
+    v = v.repeat_interleave(heads // v.shape[0], dim=0)  # (H, Tk, d_v): per query head
+    u = node.gain(torch.bmm(v, w_o.transpose(1, 2)))  # (H, Tk, d): W_O[h] v_h[j]
+    u_t = u.transpose(0, 1).contiguous()  # (Tk, H, d)
     y = node.y.to(dev)
     n_q, n_k, d = y.shape[0], u.shape[1], u.shape[2]
-    prox = torch.zeros(n_q, n_k, device=dev)
+    res = proximity(y, residual.to(dev).float()).double().cpu().numpy()
+    weights = np.zeros((n_q, n_k))
+    res_w = np.zeros(n_q)
+    splits = []
     step = max(1, CHUNK_FLOATS // max(1, n_k * d))
     every = list(range(heads))
     for r0 in range(0, n_q, step):
         r1 = min(n_q, r0 + step)
         a = src.pattern_rows(every, r0, r1).float()  # (H, r, Tk)
-        live = torch.nonzero(a.sum((0, 1)) > 0)
-        if live.numel() == 0:
-            continue
-        k1 = int(live.max()) + 1  # keys past the last allowed one carry nothing (causal)
-        e = torch.einsum("hrk,hkd->rkd", a[:, :, :k1], u[:, :k1])  # (r, k, d)
         inv = node.rows(r0, r1)
-        if inv is not None:
-            e = e * inv.to(dev)
-        prox[r0:r1, :k1] = proximity(y[r0:r1, None, :], e)
-    return prox, proximity(y, residual.to(dev).float()), (u if keep_vectors else None)
+        prox = np.zeros((r1 - r0, n_k))
+        live = torch.nonzero(a.sum((0, 1)) > 0)
+        if live.numel():
+            k1 = int(live.max()) + 1  # keys past the last allowed one carry nothing (causal)
+            a_t = a[:, :, :k1].permute(2, 1, 0).contiguous()  # (k, r, H)
+            e = torch.bmm(a_t, u_t[:k1])  # (k, r, d): edge j -> i = sum_h A u
+            if inv is not None:
+                e.mul_(inv.to(dev).transpose(0, 1))  # (1, r, 1)
+            y_r = y[None, r0:r1]
+            dist = e.sub_(y_r).abs_().sum(-1)  # (k, r)
+            prox[:, :k1] = (y_r.abs().sum(-1) - dist).clamp_(min=0).T.double().cpu().numpy()
+        weights[r0:r1], res_w[r0:r1] = _normalise(prox, res[r0:r1])
+        pairs = np.argwhere(weights[r0:r1] >= threshold) if threshold > 0 else \
+            np.argwhere(weights[r0:r1] > 0)
+        if len(pairs):
+            splits.append(_head_split(block, a, u, inv, pairs, r0))
+    return weights, res_w, splits
 
 
-def _normalise(edge_prox: torch.Tensor, res_prox: torch.Tensor):
-    """Weights (float64 numpy): edges (T, Tk) and residual (T,), each row summing to 1."""
-    e = edge_prox.double().cpu().numpy()
-    r = res_prox.double().cpu().numpy()
-    total = e.sum(1) + r
+def _normalise(prox: np.ndarray, res: np.ndarray):
+    """Weights: edges (r, Tk) and residual (r,), each row summing to 1 (a row whose parts
+    all have proximity 0 keeps weight 1 on its residual)."""
+    total = prox.sum(1) + res
     empty = total <= 0
-    r = np.where(empty, 1.0, r)
+    res = np.where(empty, 1.0, res)
     total = np.where(empty, 1.0, total)
-    return e / total[:, None], r / total
+    return prox / total[:, None], res / total
 
 
-@torch.no_grad()
-def _head_split(backend, trace, block: str, u: torch.Tensor, node: _Sum,
-                pairs: np.ndarray) -> pd.DataFrame:
-    """Each head's share of the edges ``pairs`` ((n, 2): query, key) of one block."""
-    if len(pairs) == 0:
-        return pd.DataFrame()
-    src = trace[block].source
-    heads = u.shape[0]
-    qs, ks = torch.as_tensor(pairs[:, 0]), torch.as_tensor(pairs[:, 1])
-    rows = []
-    for r in torch.unique(qs).tolist():
-        sel = (qs == r).nonzero()[:, 0]
-        a = src.pattern_rows(list(range(heads)), r, r + 1)[:, 0].float()  # (H, Tk)
-        kk = ks[sel].to(a.device)
-        terms = a[:, kk, None] * u[:, kk]  # (H, n, d)
-        inv = node.rows(r, r + 1)
+def _head_split(block: str, a: torch.Tensor, u: torch.Tensor, inv: torch.Tensor | None,
+                pairs: np.ndarray, r0: int) -> pd.DataFrame:
+    """Each head's share of the edges ``pairs`` ((n, 2): query row in ``a``, key): head h's
+    term A_h u_h against the edge's vector e = sum_h A_h u_h, max(||e|| - ||e - term||, 0),
+    normalised over the heads (equal shares where all are 0)."""
+    heads, d = u.shape[0], u.shape[2]
+    step = max(1, CHUNK_FLOATS // (heads * d))
+    shares = []
+    for c0 in range(0, len(pairs), step):
+        qi = torch.as_tensor(pairs[c0:c0 + step, 0], device=a.device)
+        kj = torch.as_tensor(pairs[c0:c0 + step, 1], device=a.device)
+        terms = a[:, qi, kj, None] * u[:, kj]  # (H, n, d)
         if inv is not None:
-            terms = terms * inv[0, 0].to(a.device)
-        edge = terms.sum(0)  # (n, d)
-        p = proximity(edge[None], terms)  # (H, n)
+            terms = terms * inv[qi, 0].to(a.device)[None]  # (1, n, 1)
+        p = proximity(terms.sum(0, keepdim=True), terms)  # (H, n)
         total = p.sum(0, keepdim=True)
-        share = torch.where(total > 0, p / total.clamp(min=1e-30), 1.0 / heads)
-        share = share.double().cpu().numpy()
-        for h in range(heads):
-            rows.append(pd.DataFrame({"block": block, "head": h,
-                                      "source_position": ks[sel].numpy(),
-                                      "target_position": r, "share": share[h]}))
-    return pd.concat(rows, ignore_index=True)
+        shares.append(torch.where(total > 0, p / total.clamp(min=1e-30), 1.0 / heads))
+    share = torch.cat(shares, 1).double().cpu().numpy()  # (H, n)
+    n = len(pairs)
+    return pd.DataFrame({"block": block, "head": np.repeat(np.arange(heads), n),
+                         "source_position": np.tile(pairs[:, 1], heads),
+                         "target_position": np.tile(pairs[:, 0] + r0, heads),
+                         "share": share.reshape(-1)})
 
 
 def _prediction(backend, trace, stack: str, p: int) -> str | None:
@@ -405,17 +409,14 @@ def information_flow(model, text: str, target: str | None = None, *, position: i
                 total = prev + added.float()
                 node = _Sum(total, norm, scale)
                 col = (stack, number, kind)
-                prox, res, u = _attention_node(model, trace, block, prev, node, t < 1.0)
-                w_edge, w_res = _normalise(prox, res)
+                w_edge, w_res, split = _attention_node(model, trace, block, prev, node, t)
+                splits += split
                 q_idx, k_idx = np.nonzero(w_edge > 0)
                 source_col = memory_node if kind == "cross" else prev_col
                 edge_kind = "cross" if kind == "cross" else "attention"
                 frames.add(source_col, col, edge_kind, block, k_idx, q_idx,
                            w_edge[q_idx, k_idx])
                 frames.add(prev_col, col, "residual", block, positions, positions, w_res)
-                drawn = np.argwhere(w_edge >= t) if t > 0 else np.argwhere(w_edge > 0)
-                if u is not None and len(drawn):
-                    splits.append(_head_split(model, trace, block, u, node, drawn))
                 if placement == "post":
                     prev = _point(pts, f"{kind}.norm", layer).float()
                 else:
@@ -424,8 +425,8 @@ def information_flow(model, text: str, target: str | None = None, *, position: i
                 columns.append(col)
             ffn, _, _ = _sublayer(pts, "ffn", layer, placement)  # its parts: ffn itself
             total = prev + ffn.float()
-            prox = torch.stack([proximity(total, prev), proximity(total, ffn.float())], 1)
-            w_mlp, w_res = _normalise(prox[:, 1:], prox[:, 0])
+            w_mlp, w_res = _normalise(proximity(total, ffn.float()).double().cpu().numpy()[:, None],
+                                      proximity(total, prev).double().cpu().numpy())
             col = (stack, number, "out")
             frames.add(prev_col, col, "residual", f"{layer}.mlp", positions, positions, w_res)
             frames.add(prev_col, col, "mlp", f"{layer}.mlp", positions, positions, w_mlp[:, 0])
