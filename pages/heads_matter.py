@@ -14,6 +14,7 @@ from attention_lab.ui.controls import lazy_tabs
 from attention_lab.ui.page import selection
 from attention_lab.ui.tabs.attribution import attribution_tab
 from attention_lab.ui.tabs.composition import composition_tab
+from attention_lab.ui.tabs.entropy import entropy_tab
 from attention_lab.ui.tabs.explain import what_to_explain
 from attention_lab.ui.tabs.lens import lens_tab
 from attention_lab.ui.tabs.patching import patching_tab
@@ -26,8 +27,8 @@ st.caption("Attention weights say where a head looks, not whether it matters. He
            "each head adds to the output (logit attribution), what every layer would predict "
            "(logit lens), what restores the output when copied from a clean run into a "
            "corrupted one (patching), how heads feed each other (composition), which heads "
-           "link two tokens (head search) and why a head attends where it does (QK "
-           "attribution).")
+           "link two tokens (head search), why a head attends where it does (QK "
+           "attribution) and how spread out each head's attention is (head entropy).")
 explained = what_to_explain(sel)  # the position, token and contrast token
 
 lazy_tabs({  # URL value: (label, the tab); a new tab is its module and one line here
@@ -37,4 +38,5 @@ lazy_tabs({  # URL value: (label, the tab); a new tab is its module and one line
     "composition": ("Composition", partial(composition_tab, sel)),
     "search": ("Head search", partial(search_tab, sel)),
     "qk": ("Why this score?", partial(qk_tab, sel)),
+    "entropy": ("Head entropy", partial(entropy_tab, sel)),
 })
