@@ -20,8 +20,6 @@ from pathlib import Path
 import torch
 
 import viz_core as vc
-from viz_core.analysis.attention_flow import attention_flow
-from viz_core.analysis.information_flow import information_flow
 
 from .common import budget_row, paired, ratio_row, save_gpt2, summary
 
@@ -87,7 +85,7 @@ def run(quick: bool = False) -> list[dict]:
             tokens = len(model.trace(text, max_new=0, capture=()).target_tokens)
 
             def flow(model=model, text=text):
-                return information_flow(model, text)
+                return model.information_flow(text)
 
             def trace(model=model, text=text):
                 return model.trace(text, max_new=0)
@@ -102,12 +100,12 @@ def run(quick: bool = False) -> list[dict]:
         short = text_of(model, n_flow)
         n_short = len(model.trace(short, max_new=0, capture=()).target_tokens)
         layers = model.info().get("layers") or ""
-        wall, cpu = cpu_timed(lambda: attention_flow(model, short), max(1, repeat // 2))
+        wall, cpu = cpu_timed(lambda: model.attention_flow(short), max(1, repeat // 2))
         rows.append(budget_row(f"attention_flow, {shape}, {n_short} tokens, all pairs",
                                wall, FLOW_BUDGET_S, "cpu", cpu_s=cpu["median"],
                                cpu_meets_budget=bool(cpu["median"] <= FLOW_BUDGET_S),
                                layers=layers))
-        wall, cpu = cpu_timed(lambda: attention_flow(model, short, outputs=[-1]), repeat)
+        wall, cpu = cpu_timed(lambda: model.attention_flow(short, outputs=[-1]), repeat)
         rows.append(budget_row(f"attention_flow, {shape}, {n_short} tokens, one output row",
                                wall, FLOW_BUDGET_S, "cpu", cpu_s=cpu["median"]))
     return rows

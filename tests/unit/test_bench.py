@@ -76,3 +76,10 @@ def test_contributions():
     rows = quick_rows("bench_contributions")
     assert [r["name"].split(",")[0] for r in rows] == ["logit_attribution", "logit_lens (k=5)"]
     assert rows[0]["adds_up"]  # the timed attribution adds up to the model's logit
+
+
+def test_flow():
+    rows = quick_rows("bench_flow")
+    assert [r["name"].split(",")[0] for r in rows] == ["information_flow", "attention_flow",
+                                                        "attention_flow"]
+    assert rows[1]["cpu_s"] > 0 and rows[0]["peak_growth_mb"] is not None
