@@ -62,6 +62,9 @@ PAGES: list[PageSpec] = [
              "Whether a head matters for the output and why it attends where it does: logit attribution,"
              " the logit lens, patching a clean run into a corrupted one, head composition, and a search"
              " for the heads that link two tokens."),
+    PageSpec("pages/flow.py", "Information flow", ":material/route:", "flow",
+             "How the prediction got there: the routes through positions, heads and MLPs, layer by"
+             " layer, with raw attention, rollout and attention flow side by side."),
     PageSpec("pages/compare.py", "Compare", ":material/compare:", "compare",
              "Two inputs or two models side by side, with their difference; or a teacher and"
              " its distilled student, layer by layer."),

@@ -1,0 +1,76 @@
+"""The Information flow page's pieces: its runs (the graph, attention flow), the threshold
+slider kept in the URL, the raw attention / rollout / attention flow views, and a click on an
+edge of the graph opening its head on "Which heads matter".
+
+The graph is computed once per text and output position at BASE_THRESHOLD (each head's share
+is known for every edge the slider can show); moving the slider only redraws it."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from viz_core.analysis.attention_flow import MAX_TOKENS, self_kind
+from viz_core.analysis.heads import rollout
+from viz_core.figures.flow import attention_views_figure
+
+from . import state
+from .charts import chart
+from .runs import AnalysisRequest, run_analysis
+
+BASE_THRESHOLD = 0.01  # the slider's lowest value: the flow is computed at it
+DEFAULT_THRESHOLD = 0.04  # the paper's
+QK_TAB = "Why this score?"  # the label of the QK tab of Which heads matter
+
+
+def flow_request(sel, position: int) -> AnalysisRequest:
+    return AnalysisRequest.of(sel, "information_flow", text=sel.text, target=sel.target or None,
+                              position=int(position), threshold=BASE_THRESHOLD)
+
+
+def threshold_slider(container=st) -> float:
+    """The threshold (URL ``flow_t``): the smallest weight of an edge on a route."""
+    state.widget_default("flow_t", state.url_float("flow_t", DEFAULT_THRESHOLD,
+                                                   BASE_THRESHOLD, 1.0))
+    container.slider("Threshold", BASE_THRESHOLD, 1.0, key="flow_t", step=0.01,
+                     help="An edge is on a route when its weight (its share of what reaches "
+                          "the node it enters) is at least this. Ferrando & Voita use 0.04.")
+    state.to_url(flow_t=round(float(st.session_state["flow_t"]), 4))
+    return float(st.session_state["flow_t"])
+
+
+def open_clicked_edge(event, position: int) -> None:
+    """A click on an attention edge's middle (customdata [block, head, source, target])
+    opens that head's "why this score?" for the edge's cell on Which heads matter, with the
+    position to explain set to this page's output position."""
+    points = (event or {}).get("selection", {}).get("points", []) if event else []
+    for point in points:
+        data = point.get("customdata")
+        if not data or len(data) != 4 or int(data[1]) < 0:
+            continue
+        block, head, source, target = data
+        st.session_state.update(qk_block=str(block), qk_head=int(head), qk_q=int(target),
+                                qk_k=int(source), pos=int(position), tab=QK_TAB)
+        st.switch_page("pages/heads_matter.py")
+
+
+def show_attention_views(sel, trace, position: int) -> None:
+    """Raw attention (last layer), rollout and attention flow for the output token, side by
+    side (attention flow up to MAX_TOKENS tokens; a caption beyond)."""
+    kind = self_kind(trace, None)
+    patterns = trace.stack(kind)  # [layer, head, n, n]
+    tokens = trace.layers(kind)[0].query_tokens
+    if len(tokens) > MAX_TOKENS:
+        st.caption(f"Attention flow is offered up to {MAX_TOKENS} tokens (one maximum flow "
+                   f"per token pair); this input has {len(tokens)}. Rollout is on the "
+                   f"Attention page.")
+        return
+    flow = run_analysis(AnalysisRequest.of(
+        sel, "attention_flow", text=sel.text, target=sel.target or None, kind=kind,
+        outputs=(int(position),)), "Computing attention flow…")
+    raw = patterns[-1].mean(axis=0)
+    fig = attention_views_figure(tokens, raw, rollout(patterns), flow, int(position))
+    chart(fig, key=f"flow_views_{kind}_{position}", name="attention-flow")
+    st.caption("Raw attention: the last layer's mean over heads. Rollout and attention flow "
+               "(Abnar & Zuidema, 2020) follow 0.5·mean over heads + 0.5·I through every "
+               "layer: rollout multiplies the matrices (every path), flow is the most that "
+               "can pass at once (a maximum flow from each input token).")
