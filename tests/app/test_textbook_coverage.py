@@ -383,7 +383,7 @@ def test_url_values_quoted_in_notices_are_shown_as_typed(monkeypatch):
     at = open_app("pretraining", model="lm", text=TEXT, pt_scheme=hostile)  # url_choice
     assert not at.exception
     assert any(escaped in i.value for i in at.info), [i.value for i in at.info]
-    at = open_app("beam", model="lm", text="the cat", lp=hostile, max_len=2)  # bounded_float
+    at = open_app("beam", model="lm", text="the cat", lp=hostile, max_len=2)  # url_number (float)
     assert not at.exception
     assert any(escaped in i.value for i in at.info), [i.value for i in at.info]
     monkeypatch.setenv("ATTENTION_LAB_ALLOWED_MODELS", "lm")  # a model the policy refuses

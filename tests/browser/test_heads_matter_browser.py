@@ -1,7 +1,8 @@
 """The "Which heads matter" page in Chromium (Debian's chromium + Playwright) with MiniLM and
 a tiny GPT-2: every tab renders without an exception or a console error and with no
 overlapping chart text (the checks of tests/browser/test_overlaps_browser.py); a click on a head
-search row opens that head on the Attention page."""
+search row opens that head on the Attention page; a change inside a tab reruns that tab
+alone (each tab is an st.fragment)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 from tests.support.browser_support import (
     ARTIFACTS,
@@ -26,11 +28,11 @@ pytestmark = [
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed"),
 ]
 TEXT = "The animal didn't cross the street because it was too tired"
-TABS = ["attribution", "lens", "patching", "composition", "search", "qk"]
+TABS = ["attribution", "lens", "patching", "composition", "search", "qk", "entropy"]
 # charts each tab draws at least (MiniLM: no logit, no lens, no QK split: a notice instead)
-CHARTS = {"minilm": {"patching": 3, "composition": 1, "search": 1},
+CHARTS = {"minilm": {"patching": 3, "composition": 1, "search": 1, "entropy": 1},
           "tiny-gpt2": {"attribution": 2, "lens": 1, "patching": 3, "composition": 1,
-                        "search": 1, "qk": 1}}
+                        "search": 1, "qk": 1, "entropy": 1}}
 
 
 @pytest.fixture(scope="module")
@@ -89,4 +91,63 @@ def test_a_head_search_row_opens_that_head(server, chromium_browser):
     best = search_pair(trace, 10, 2).frame.iloc[0]
     assert (params["layer"][0], params["head"][0]) == (str(best["layer"]), str(best["head"]))
     assert not real_errors(errors), errors
+    page.close()
+
+
+class _Wire:
+    """The ForwardMsgs (Streamlit's protobufs) the page's websocket received, decoded."""
+
+    def __init__(self, page):
+        self.messages: list[ForwardMsg] = []
+        page.on("websocket", lambda ws: ws.on("framereceived", self._received))
+
+    def _received(self, payload) -> None:
+        if isinstance(payload, (bytes, bytearray)):
+            msg = ForwardMsg()
+            msg.ParseFromString(bytes(payload))
+            self.messages.append(msg)
+
+    def since(self, start: int) -> tuple[list[str], list]:
+        """(how the runs since `start` finished, the elements they sent)."""
+        msgs = self.messages[start:]
+        return ([ForwardMsg.ScriptFinishedStatus.Name(m.script_finished)
+                 for m in msgs if m.WhichOneof("type") == "script_finished"],
+                [m.delta for m in msgs if m.WhichOneof("type") == "delta"])
+
+
+def test_a_change_inside_a_tab_reruns_that_tab_alone(server, chromium_browser):
+    """The Patching tab's radio reruns the tab's fragment only: the server sends the tab's
+    new elements (the layer chart), each carrying the fragment's id, and nothing of the page
+    around it (the "What to explain" header) nor of another tab. The position, outside the
+    tabs, is the control: a whole run, header included."""
+    page = chromium_browser.new_page(viewport=VIEWPORT)
+    wire = _Wire(page)
+    page.goto(_url(server, "minilm", tab="patching"))
+    page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length >= 3",
+                           timeout=180_000)
+    settle(page)
+
+    start = len(wire.messages)
+    page.locator("[data-testid='stRadio']").filter(has_text="positions").get_by_text(
+        "layers", exact=True).click()
+    page.wait_for_function("() => location.search.includes('over=layers')", timeout=60_000)
+    page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length == 1",
+                           timeout=180_000)
+    settle(page)
+    finished, elements = wire.since(start)
+    assert finished == ["FINISHED_FRAGMENT_RUN_SUCCESSFULLY"], finished
+    assert elements and len({e.fragment_id for e in elements} - {""}) == 1
+    assert all(e.fragment_id for e in elements)  # nothing outside the fragment
+    sent = " ".join(str(e) for e in elements)
+    assert "Patching the stream entering each layer" in sent
+    assert "What to explain" not in sent and "Composition" not in sent
+
+    start = len(wire.messages)
+    page.locator("[data-testid='stSelectbox']").filter(has_text="Position").first.click()
+    page.get_by_role("option").nth(3).click()
+    page.wait_for_function("() => location.search.includes('pos=3')", timeout=60_000)
+    settle(page)
+    finished, elements = wire.since(start)
+    assert finished == ["FINISHED_SUCCESSFULLY"], finished
+    assert "What to explain" in " ".join(str(e) for e in elements)
     page.close()
