@@ -33,26 +33,33 @@ GRAPH_COLOR = "#c9ccd1"  # light grey: the rest of the graph at the threshold
 NODE_COLOR = "#868e96"
 WIDTH_BINS = (0.1, 0.2, 0.35, 0.5, 0.75)  # an edge's weight -> one of 6 line widths
 ROW_PX = 22  # height of one position row
+NARROW_PLOT_PX = 480  # about the graph's plot width beside the views on a page
 MAX_DRAWN = 6000  # grey edges drawn at most (the heaviest), beyond which the graph is noise
 
 
 def column_label(col: tuple[str, int, str], two_stacks: bool) -> str:
+    """"embed", "3 self", "3 out"; "E0 self", "D1 cross" when an encoder and a decoder share
+    the axis."""
     stack, layer, point = col
-    pre = ("enc " if stack == "encoder" else "dec ") if two_stacks else ""
+    pre = ("E" if stack == "encoder" else "D") if two_stacks else ""
     if point == "in":
-        return f"{pre}embed"
-    return f"{pre}{layer} {'out' if point == 'out' else point}"
+        return f"{pre}{' ' if pre else ''}embed"
+    return f"{pre}{layer} {point}"
 
 
 def _width(w: np.ndarray) -> np.ndarray:
     return 1.0 + 1.5 * np.searchsorted(np.asarray(WIDTH_BINS), w, side="right")
 
 
-def _segments(x0, y0, x1, y1) -> tuple[np.ndarray, np.ndarray]:
-    """x and y of line segments separated by NaN (one trace draws them all)."""
-    n = len(x0)
-    xs = np.stack([x0, x1, np.full(n, np.nan)], 1).reshape(-1)
-    ys = np.stack([y0, y1, np.full(n, np.nan)], 1).reshape(-1)
+def _segments(x0, y0, x1, y1) -> tuple[list, list]:
+    """x and y of line segments separated by None (one trace draws them all; a None gap
+    survives every JSON path to the browser, where a NaN in a typed array did not)."""
+    xs: list = []
+    ys: list = []
+    for a, b, c, d in zip(np.round(x0, 3).tolist(), np.round(y0, 3).tolist(),
+                          np.round(x1, 3).tolist(), np.round(y1, 3).tolist()):
+        xs += [a, c, None]
+        ys += [b, d, None]
     return xs, ys
 
 
@@ -90,7 +97,7 @@ def _edge_traces(edges: pd.DataFrame, index: dict, colour: str, name: str, route
     for w in np.unique(widths):
         sel = widths == w
         xs, ys = _segments(x0[sel], y0[sel], x1[sel], y1[sel])
-        traces.append(go.Scattergl(x=f32(xs), y=f32(ys), mode="lines", hoverinfo="skip",
+        traces.append(go.Scatter(x=xs, y=ys, mode="lines", hoverinfo="skip",
                                    line=dict(color=colour, width=float(w)), name=name,
                                    legendgroup=name, showlegend=bool(w == widths.min())))
     mlp = edges[edges.kind == "mlp"]
@@ -150,11 +157,13 @@ def flow_graph_figure(flow: InformationFlow, *, threshold: float | None = None,
             ny_.append(p)
             colours.append(ROUTE_COLOR if (*col, p) in on_route else NODE_COLOR)
             hover.append(f"{column_label(col, two)}<br>{p}·{plot_text(tok)}")
-    traces.append(go.Scattergl(x=f32(nx_), y=f32(ny_), mode="markers", name="nodes",
+    traces.append(go.Scatter(x=f32(nx_), y=f32(ny_), mode="markers", name="nodes",
                                showlegend=False, marker=dict(size=6, color=colours),
                                text=hover, hovertemplate="%{text}<extra></extra>"))
     n = max(len(v) for v in flow.tokens.values())
     labels = [column_label(c, two) for c in flow.columns]
+    # side by side only when every label fits in its column of a ~500 px wide plot
+    vertical = len(labels) * (label_px(labels) + 12) > NARROW_PLOT_PX
     first = flow.tokens["encoder" if two else flow.stack]
     yaxis = dict(tickmode="array", tickvals=list(range(len(first))),
                  ticktext=unique_labels(first), range=[n - 0.5, -0.5], showgrid=False,
@@ -162,11 +171,12 @@ def flow_graph_figure(flow: InformationFlow, *, threshold: float | None = None,
     layout = layout_dict(
         title if title is not None else _title(flow, t),
         xaxis=dict(tickmode="array", tickvals=list(range(len(labels))), ticktext=labels,
-                   tickangle=-90 if len(labels) > 12 else 0, showgrid=False, zeroline=False,
+                   tickangle=-90 if vertical else 0, showgrid=False, zeroline=False,
                    range=[-0.5, len(labels) - 0.5], automargin=True),
-        yaxis=yaxis, height=max(320, ROW_PX * n + 120 + label_px(labels) // 2),
+        yaxis=yaxis, height=max(320, ROW_PX * n + 130 + (label_px(labels) if vertical else 0)),
         showlegend=False,
-        margin=dict(l=10, r=10, t=60, b=10), hovermode="closest", dragmode="pan")
+        margin=dict(l=10, r=10, t=60, b=10 + (label_px(labels) if vertical else 0)),
+        hovermode="closest", dragmode="pan")
     fig = go.Figure(traces, layout=layout)
     if two:
         dec = flow.tokens["decoder"]
@@ -194,8 +204,7 @@ def attention_views_figure(tokens: Sequence[str], raw: np.ndarray, rollout: np.n
     bottom. Each input is one row of the matching [output, input] matrix."""
     labels = unique_labels(tokens)
     fig = make_subplots(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.04,
-                        subplot_titles=("raw attention (last layer)", "rollout",
-                                        "attention flow"))
+                        subplot_titles=("raw attention", "rollout", "attention flow"))
     for c, values in enumerate((raw, rollout, flow), start=1):
         row = f32(np.asarray(values)[position])
         fig.add_trace(go.Bar(x=row, y=labels, orientation="h", marker_color=ROUTE_COLOR,

@@ -1,0 +1,79 @@
+"""The Information flow page in Chromium (Debian's chromium + Playwright): with MiniLM, a tiny
+GPT-2 and a tiny T5 it renders without an exception or a console error and with no
+overlapping chart text (the checks of tests/browser/test_overlaps_browser.py); a click on the
+induction head's edge opens that head's "Why this score?" on Which heads matter."""
+
+from __future__ import annotations
+
+import os
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+from tests.support.browser_support import ARTIFACTS, CHROMIUM, open_page, real_errors
+from tests.support.overlaps import VIEWPORT, page_findings, screenshot, settle
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.slow,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed"),
+]
+TEXT = "The quick brown fox jumps over the lazy dog because it was tired"
+INDUCTION = "cat sees the red king cat sees the red king"
+# the screen position of the middle of one attention edge, read from plotly's own data
+EDGE_AT = """([block, source, target]) => {
+    const gd = document.querySelector('.js-plotly-plot');
+    const t = gd._fullData.find(d => d.name === 'edges');
+    const k = t.customdata.findIndex(c => c[0] === block && c[2] === source && c[3] === target);
+    if (k < 0) return null;
+    const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis, box = gd.getBoundingClientRect();
+    return {x: box.left + xa._offset + xa.c2p(t.x[k]), y: box.top + ya._offset + ya.c2p(t.y[k])};
+}"""
+
+
+def _url(base: str, **query) -> str:
+    return f"{base}/flow?" + urllib.parse.urlencode(query)
+
+
+@pytest.mark.parametrize("which", ["minilm", "gpt2", "t5"])
+def test_renders_without_overlaps(app_server, chromium_browser, tiny_models, which):
+    model = "minilm" if which == "minilm" else str(tiny_models.path(which, seed=1))
+    page, errors, dialogs = open_page(chromium_browser, _url(
+        app_server, model=model, text=TEXT, target="le chat" if which == "t5" else ""))
+    page.set_viewport_size(VIEWPORT)
+    page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length >= 2",
+                           timeout=180_000)
+    settle(page)
+    assert page.locator("[data-testid='stException']").count() == 0
+    problems = page_findings(page)
+    shots = Path(os.environ.get("OVERLAP_SHOTS") or ARTIFACTS)
+    shots.mkdir(parents=True, exist_ok=True)
+    screenshot(page, shots / f"flow-{which}.png")
+    assert not problems, "\n".join(problems)
+    assert not real_errors(errors), errors
+    assert not dialogs
+    page.close()
+
+
+def test_a_click_on_a_head_edge_opens_that_head(app_server, chromium_browser):
+    """"the" at 8 repeats position 3: the induction edge runs from 4 ("red") into 8; a click
+    on its middle opens Why this score? for that block, head, query and key."""
+    page, errors, _ = open_page(chromium_browser, _url(app_server, model="induction",
+                                                       text=INDUCTION, flow_pos=8))
+    page.set_viewport_size(VIEWPORT)
+    page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length >= 2",
+                           timeout=180_000)
+    settle(page)
+    at = page.evaluate(EDGE_AT, ["decoder.1.self", 4, 8])
+    assert at is not None
+    page.mouse.click(at["x"], at["y"])
+    page.wait_for_function("() => location.pathname.endsWith('/heads_matter')", timeout=60_000)
+    settle(page)
+    params = urllib.parse.parse_qs(urllib.parse.urlsplit(page.url).query)
+    assert params["tab"] == ["qk"] and params["qk_block"] == ["decoder.1.self"]
+    assert (params["qk_q"], params["qk_k"], params["pos"]) == (["8"], ["4"], ["8"])
+    assert params["qk_head"][0] in ("0", "1")
+    assert page.locator("[data-testid='stException']").count() == 0
+    assert not real_errors(errors), errors
+    page.close()
