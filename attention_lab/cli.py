@@ -43,8 +43,10 @@ def app_dir() -> Path:
 def cmd_app(args) -> int:
     folder = app_dir()
     env = {**APP_ENV, **os.environ}
+    # no file watcher: a served app never reloads, and the watcher costs most of its CPU
+    # (.streamlit/config.toml says so too; the flag holds wherever the config is)
     argv = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(args.port),
-            "--server.headless", "true"]
+            "--server.headless", "true", "--server.fileWatcherType", "none"]
     if args.address:
         argv += ["--server.address", args.address]
     # Streamlit reads .streamlit/config.toml from the working directory, so run it from the

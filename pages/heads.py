@@ -1,4 +1,7 @@
-"""Head analysis: statistics per head, head similarity, and head ablation."""
+"""Head analysis: statistics per head, head similarity, and head ablation.
+
+The similarity views (one block kind) and the ablation are st.fragments: their pickers rerun
+only their own part, not the statistics table or the sidebar."""
 
 import numpy as np
 import streamlit as st
@@ -11,6 +14,7 @@ from attention_lab.ui.page import selection, show_output, show_trace_messages
 from attention_lab.ui.runs import (
     BeamRequest,
     TraceRequest,
+    cached_figure,
     get_beam,
     get_trace,
     head_similarity,
@@ -59,79 +63,99 @@ if st.session_state.pop("_goto_attention", False):
 download("Statistics (CSV)", lambda: stats.to_csv(index=False), "head_stats.csv", "text/csv",
          "dl_head_stats")
 
-st.subheader("Head similarity")
 block_kinds = trace.kinds()
-sim_block_kind = st.selectbox("Block", block_kinds, key="sim_kind",
-                              format_func=block_kind_label)
-matrix, labels, order = head_similarity(request, sim_block_kind)
-chart(head_similarity_figure(matrix, labels, order=order,
-                             title="Jensen–Shannon divergence between heads (0 = same)"),
-      key="sim_fig", name=f"{sim_block_kind}-similarity")
 
-st.subheader("From one layer to the next")
-family = str(trace.model_info.get("family", ""))
-sim_layers = trace.layers(sim_block_kind)
-if len(sim_layers) < 2:
-    st.caption("This block kind has one layer: there is no next layer to compare with.")
-else:
-    if family in SHARED_WEIGHTS:
-        st.info(f"**Shared weights.** {SHARED_WEIGHTS[family]}: every layer applies the same "
-                "W_Q, W_K, W_V to a different input, so low values here mean the input barely "
-                "changed from one layer to the next.")
-    div = layer_to_layer_divergence(trace.stack(sim_block_kind))  # [layer - 1, head]
+
+@st.fragment
+def similarity() -> None:
+    """Head similarity, layer to layer and key/value groups of the block kind picked here."""
+    st.subheader("Head similarity")
+    state.widget_default("sim_kind", state.url_choice("sim_kind", block_kinds, block_kinds[0]))
+    if st.session_state.sim_kind not in block_kinds:
+        st.session_state.sim_kind = block_kinds[0]
+    kind = st.selectbox("Block", block_kinds, key="sim_kind", format_func=block_kind_label)
+    state.to_url(sim_kind=kind)
+    state.show_notices()
+    matrix, labels, order = head_similarity(request, kind)
+    chart(cached_figure(request, "similarity", (kind,), lambda: head_similarity_figure(
+        matrix, labels, order=order, title="Jensen–Shannon divergence between heads (0 = same)")),
+        key="sim_fig", name=f"{kind}-similarity")
+
+    st.subheader("From one layer to the next")
+    family = str(trace.model_info.get("family", ""))
+    layers = trace.layers(kind)
+    if len(layers) < 2:
+        st.caption("This block kind has one layer: there is no next layer to compare with.")
+    else:
+        if family in SHARED_WEIGHTS:
+            st.info(f"**Shared weights.** {SHARED_WEIGHTS[family]}: every layer applies the "
+                    "same W_Q, W_K, W_V to a different input, so low values here mean the input "
+                    "barely changed from one layer to the next.")
+        chart(cached_figure(request, "layer-to-layer", (kind,), lambda: _layer_steps(kind)),
+              key="layer_step_fig", name=f"{kind}-layer-to-layer")
+
+    first = layers[0]
+    if first.kv_heads < first.n_heads:
+        st.subheader("Key/value groups (grouped-query attention)")
+        groups = kv_group_heads(first.kv_group)
+        st.caption(f"{first.n_heads} query heads read {first.kv_heads} key/value heads: "
+                   + "; ".join(f"kv {g}: heads {_span(hs)}" for g, hs in groups.items())
+                   + ". Heads of one group see the same keys; are their patterns closer to "
+                   "each other than to the other groups' heads? (mean Jensen–Shannon "
+                   "divergence, 0 = same)")
+        st.dataframe(kv_group_table(trace, kind).round(4), hide_index=True,
+                     key="kv_group_table")
+
+
+def _layer_steps(kind: str):
+    layers = trace.layers(kind)
+    div = layer_to_layer_divergence(trace.stack(kind))  # [layer - 1, head]
     n_heads = div.shape[1]
     with_mean = np.concatenate([div, div.mean(axis=1, keepdims=True)], axis=1)
-    steps = [f"L{b.layer}→L{b.layer + 1}" for b in sim_layers[:-1]]
-    chart(matrix_heatmap(with_mean, steps, [f"head {h}" for h in range(n_heads)] + ["mean"],
-                         title="Jensen–Shannon divergence of each head's pattern from one "
-                               "layer to the next (0 = same, ln 2 ≈ 0.69 = disjoint)",
-                         value_name="JS (nats)", colorscale="Viridis", zmin=0.0,
-                         zmax=float(np.log(2)), x_title="head", y_title="layer step"),
-          key="layer_step_fig", name=f"{sim_block_kind}-layer-to-layer")
-
-first = sim_layers[0]
-if first.kv_heads < first.n_heads:
-    st.subheader("Key/value groups (grouped-query attention)")
-    groups = kv_group_heads(first.kv_group)
-    st.caption(f"{first.n_heads} query heads read {first.kv_heads} key/value heads: "
-               + "; ".join(f"kv {g}: heads {_span(hs)}" for g, hs in groups.items())
-               + ". Heads of one group see the same keys; are their patterns closer to each "
-               "other than to the other groups' heads? (mean Jensen–Shannon divergence, "
-               "0 = same)")
-    st.dataframe(kv_group_table(trace, sim_block_kind).round(4), hide_index=True,
-                 key="kv_group_table")
-
-st.subheader("Head ablation")
-st.caption("Switch heads off (their output is set to zero) and run the model again.")
-all_heads = [f"{b.name}:{h}" for k in block_kinds for b in trace.layers(k)
-             for h in range(b.n_heads)]
-url_heads = [h for h in st.query_params.get("ablate", "").split(",") if h]
-if any(h not in all_heads for h in url_heads):
-    state.notice("Some heads in the address do not exist in this model and were ignored.")
-state.widget_default("ablate_heads", [h for h in url_heads if h in all_heads])
-st.session_state.ablate_heads = [h for h in st.session_state.ablate_heads if h in all_heads]
-group_choices = {f"{b.name} · kv {g} (heads {_span(hs)})": [f"{b.name}:{h}" for h in hs]
-                 for k in block_kinds for b in trace.layers(k) if b.kv_heads < b.n_heads
-                 for g, hs in kv_group_heads(b.kv_group).items()}
+    steps = [f"L{b.layer}→L{b.layer + 1}" for b in layers[:-1]]
+    return matrix_heatmap(with_mean, steps, [f"head {h}" for h in range(n_heads)] + ["mean"],
+                          title="Jensen–Shannon divergence of each head's pattern from one "
+                                "layer to the next (0 = same, ln 2 ≈ 0.69 = disjoint)",
+                          value_name="JS (nats)", colorscale="Viridis", zmin=0.0,
+                          zmax=float(np.log(2)), x_title="head", y_title="layer step")
 
 
-def _add_group() -> None:
-    """Expand the chosen key/value group into its heads in the ablation multiselect."""
-    picked = st.session_state.get("ablate_group")
-    if picked in group_choices:
-        st.session_state.ablate_heads = list(dict.fromkeys(
-            st.session_state.ablate_heads + group_choices[picked]))
-    st.session_state.ablate_group = None
+@st.fragment
+def ablation() -> None:
+    """Heads switched off, the model run again, and what changed."""
+    st.subheader("Head ablation")
+    st.caption("Switch heads off (their output is set to zero) and run the model again.")
+    all_heads = [f"{b.name}:{h}" for k in block_kinds for b in trace.layers(k)
+                 for h in range(b.n_heads)]
+    url_heads = [h for h in st.query_params.get("ablate", "").split(",") if h]
+    if any(h not in all_heads for h in url_heads):
+        state.notice("Some heads in the address do not exist in this model and were ignored.")
+    state.widget_default("ablate_heads", [h for h in url_heads if h in all_heads])
+    st.session_state.ablate_heads = [h for h in st.session_state.ablate_heads if h in all_heads]
+    group_choices = {f"{b.name} · kv {g} (heads {_span(hs)})": [f"{b.name}:{h}" for h in hs]
+                     for k in block_kinds for b in trace.layers(k) if b.kv_heads < b.n_heads
+                     for g, hs in kv_group_heads(b.kv_group).items()}
+
+    def _add_group() -> None:
+        """Expand the chosen key/value group into its heads in the ablation multiselect."""
+        picked = st.session_state.get("ablate_group")
+        if picked in group_choices:
+            st.session_state.ablate_heads = list(dict.fromkeys(
+                st.session_state.ablate_heads + group_choices[picked]))
+        st.session_state.ablate_group = None
+
+    if group_choices:
+        st.selectbox("Switch off a whole key/value group", list(group_choices), index=None,
+                     key="ablate_group", on_change=_add_group,
+                     placeholder="pick a group: its query heads are added below")
+    chosen = st.multiselect("Heads to switch off", all_heads, key="ablate_heads")
+    state.to_url(ablate=",".join(chosen))
+    state.show_notices()
+    if chosen:
+        ablated_views(chosen)
 
 
-if group_choices:
-    st.selectbox("Switch off a whole key/value group", list(group_choices), index=None,
-                 key="ablate_group", on_change=_add_group,
-                 placeholder="pick a group: its query heads are added below")
-chosen = st.multiselect("Heads to switch off", all_heads, key="ablate_heads")
-state.to_url(ablate=",".join(chosen))
-state.show_notices()
-if chosen:
+def ablated_views(chosen: list[str]) -> None:
     ablate: dict[str, list[int]] = {}
     for item in chosen:
         name, h = item.rsplit(":", 1)
@@ -159,10 +183,14 @@ if chosen:
     if a.pattern.shape != b.pattern.shape:
         st.info("The output changed length, so the decoder attention cannot be compared cell "
                 "by cell; pick an encoder block or give a target in the sidebar.")
-    else:
-        diff = (b.pattern - a.pattern).mean(axis=0)
-        lim = float(np.abs(diff).max()) or 1.0
-        chart(matrix_heatmap(diff, a.query_tokens, a.key_tokens, title=f"{name}: change of "
-                             "the mean weight over heads (ablated − original)",
-                             value_name="Δ weight", colorscale="RdBu", zmin=-lim, zmax=lim,
-                             zmid=0.0), key="ablate_diff", name=f"{name}-ablation-diff")
+        return
+    diff = (b.pattern - a.pattern).mean(axis=0)
+    lim = float(np.abs(diff).max()) or 1.0
+    chart(matrix_heatmap(diff, a.query_tokens, a.key_tokens, title=f"{name}: change of "
+                         "the mean weight over heads (ablated − original)",
+                         value_name="Δ weight", colorscale="RdBu", zmin=-lim, zmax=lim,
+                         zmid=0.0), key="ablate_diff", name=f"{name}-ablation-diff")
+
+
+similarity()
+ablation()

@@ -14,6 +14,14 @@ Caching, shared by every session of this server process:
   patching, composition, QK attribution): st.cache_resource, read-only DataFrames and arrays;
 - head statistics and similarity: st.cache_data (small tables).
 
+Serving many sessions from one process (issue 34): a cache miss that runs the model (loading
+it, a trace, a beam search, a batch, an analysis) holds one of MODEL_RUNS slots
+(``model_slot``), so 30 sessions queue instead of running 30 models at once on 2 cores, and
+each run uses TORCH_THREADS threads (``cap_torch_threads``, called once by app.py): runs x
+threads is about the cores less one, which is left to the server's Python work (figures,
+serialising). Both come from the environment (ATTENTION_LAB_MODEL_RUNS,
+ATTENTION_LAB_TORCH_THREADS). The spinners (``model_spinner``) say when a run has to wait.
+
 Capture: a trace keeps only the hook points its request asks for. The Attention page asks for
 the patterns (+ scores in its scores view): a Hugging Face model then needs no recomputation
 of q/k/v after the run, and a long input keeps ~half the memory (patterns and scores are
@@ -23,9 +31,13 @@ head) ask for everything, the default.
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
+import plotly.graph_objects as go
 import streamlit as st
 
 import viz_core as vc
@@ -36,6 +48,87 @@ MODEL_CACHE = 4
 TRACE_CACHE = 32
 ANALYSIS_CACHE = 32
 FIGURE_CACHE = 64  # a figure is <= ~1.5 MB of JSON whatever the input length
+
+
+def _env_int(name: str, default: int) -> int:
+    """A positive integer from the environment; the default when unset or not one."""
+    try:
+        value = int(os.environ.get(name, ""))
+    except ValueError:
+        return default
+    return value if value >= 1 else default
+
+
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+# torch threads per model run, and model runs at once: runs x threads ~ cores - 1
+TORCH_THREADS = _env_int("ATTENTION_LAB_TORCH_THREADS", max(1, min(4, CORES - 1)))
+MODEL_RUNS = _env_int("ATTENTION_LAB_MODEL_RUNS", max(1, (CORES - 1) // TORCH_THREADS))
+
+
+def cap_torch_threads(threads: int | None = None) -> int:
+    """torch's intra-op threads for this server process (default TORCH_THREADS), so that
+    MODEL_RUNS runs at once fit the cores; -> the number in use. Under AppTest the script
+    runs inside the test's (or benchmark's) process, whose threads are left alone."""
+    import torch
+
+    if st.get_option("global.appTest"):
+        return torch.get_num_threads()
+    threads = threads or TORCH_THREADS
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+    return threads
+
+
+class ModelSlots:
+    """At most `size` model runs at once in this process; the others wait their turn."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._free = threading.BoundedSemaphore(size)
+        self._lock = threading.Lock()
+        self._held = 0
+        self._mine = threading.local()  # this thread holds a slot (a run inside a run)
+
+    @contextmanager
+    def hold(self):
+        """One slot while the block runs; waits while all are taken. Re-entrant per thread
+        (a run that starts another run does not wait for itself). Draws nothing: it runs
+        inside cached functions, whose elements Streamlit would replay."""
+        if getattr(self._mine, "held", False):
+            yield
+            return
+        self._free.acquire()
+        self._mine.held = True
+        with self._lock:
+            self._held += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._held -= 1
+            self._mine.held = False
+            self._free.release()
+
+    def busy(self) -> bool:
+        """Whether every slot is taken now (a new run would wait)."""
+        return self._held >= self.size
+
+
+SLOTS = ModelSlots(MODEL_RUNS)
+
+
+def model_slot():
+    """SLOTS.hold(): one of this process's model-run slots, for a model run's cache miss."""
+    return SLOTS.hold()
+
+
+def model_spinner(text: str):
+    """st.spinner for a call that may run the model: it says so when the run must wait."""
+    if SLOTS.busy():
+        text = (f"Waiting for a free model slot (this server runs {SLOTS.size} at a time "
+                f"and all are busy), then: {text[0].lower()}{text[1:]}")
+    return st.spinner(text)
+
 
 # Heads to switch off, frozen: ((block name, (head, ...)), ...), sorted.
 Ablation = tuple[tuple[str, tuple[int, ...]], ...]
@@ -198,14 +291,15 @@ class AnalysisRequest:
 @st.cache_resource(max_entries=ANALYSIS_CACHE, show_spinner=False)
 def _analysis(request: AnalysisRequest):
     model = get_model(request.model_name, request.device)
-    return getattr(model, request.name)(**request.options())
+    with model_slot():
+        return getattr(model, request.name)(**request.options())
 
 
 def run_analysis(request: AnalysisRequest, spinner: str | None = None):
     """The one entry for analyses: the model's result, cached and shared by every session
     (pages must not modify it), with a spinner while it runs. Errors propagate (wrap the
     call in ui.contributions.attempt or ui.errors.reported)."""
-    with st.spinner(spinner or f"Running {request.name.replace('_', ' ')}…"):
+    with model_spinner(spinner or f"Running {request.name.replace('_', ' ')}…"):
         return _analysis(request)
 
 
@@ -232,18 +326,20 @@ def model_footprint(name: str, device: str) -> str | None:
 def get_model(name: str, device: str):
     """device: "auto", "cpu", "cuda", ..., optionally "/float32" etc. (with_precision)."""
     dev, _, dtype = device.partition("/")
-    return vc.load(name, dev, dtype=dtype or "auto")
+    with model_slot():
+        return vc.load(name, dev, dtype=dtype or "auto")
 
 
 @st.cache_resource(max_entries=TRACE_CACHE, show_spinner=False)
 def get_trace(request: TraceRequest):
     model = get_model(request.model_name, request.device)
-    return model.trace(request.text, request.target, **request.options())
+    with model_slot():
+        return model.trace(request.text, request.target, **request.options())
 
 
 def run_trace(request: TraceRequest):
     """get_trace with the page's spinner; a failure becomes a message and stops the page."""
-    with st.spinner("Running the model…"), reported("running the model"):
+    with model_spinner("Running the model…"), reported("running the model"):
         return get_trace(request)
 
 
@@ -262,9 +358,29 @@ def attention_capture(view: str) -> tuple[str, ...]:
     return ("pattern", "scores") if view == "scores" else ("pattern",)
 
 
+class SharedFigure(go.Figure):
+    """A cached figure shared by every session: its plotly dict is built once.
+
+    st.plotly_chart calls ``fig.to_dict()`` on every run that shows a figure: a deep copy of
+    the figure plus a walk turning numpy arrays into base64 (~2 ms for a head's heatmap,
+    ~15-20 ms for MiniLM's 6 x 12 grid). A shared figure never changes, so the dict is kept
+    and handed out as it is: read it, never modify it (``go.Figure(d, _validate=False)``
+    copies it, as outline_cell does)."""
+
+    def to_dict(self):
+        frozen = self.__dict__.get("_shared_dict")
+        if frozen is None:
+            frozen = self.__dict__["_shared_dict"] = super().to_dict()
+        return frozen
+
+
 @st.cache_resource(max_entries=FIGURE_CACHE, show_spinner=False)
 def _figure(request: TraceRequest, name: str, params: tuple, _build):
-    return _build()
+    fig = _build()
+    if type(fig) is go.Figure:  # built and serialised once, under the cache's lock
+        fig.__class__ = SharedFigure
+        fig.to_dict()
+    return fig
 
 
 def cached_figure(request: TraceRequest, name: str, params: tuple, build):
@@ -272,8 +388,8 @@ def cached_figure(request: TraceRequest, name: str, params: tuple, build):
 
     Building a plotly figure costs ~10-40 ms of validation whatever its size, so a rerun that
     only changes the head must not rebuild the figures that do not depend on it (the layer x
-    head grid, the rollout) and going back to a head is free. st.plotly_chart serialises a
-    copy (to_dict): a shared figure is never modified by showing it. Pages must not modify it.
+    head grid, the rollout) and going back to a head is free; showing it again costs only
+    its JSON (SharedFigure keeps its dict). Pages must not modify it.
     """
     return _figure(request, name, params, build)
 
@@ -281,20 +397,22 @@ def cached_figure(request: TraceRequest, name: str, params: tuple, build):
 @st.cache_resource(max_entries=TRACE_CACHE, show_spinner=False)
 def get_beam(request: BeamRequest):
     model = get_model(request.model_name, request.device)
-    return model.beam_search(request.text, **request.options())
+    with model_slot():
+        return model.beam_search(request.text, **request.options())
 
 
 @st.cache_resource(max_entries=TRACE_CACHE, show_spinner=False)
 def _batch(request: BatchRequest):
     model = get_model(request.model_name, request.device)
-    return model.trace_batch(list(request.sentences),
-                             list(request.targets) if request.targets else None,
-                             capture=("pattern", "scores"))
+    with model_slot():
+        return model.trace_batch(list(request.sentences),
+                                 list(request.targets) if request.targets else None,
+                                 capture=("pattern", "scores"))
 
 
 def get_batch(request: BatchRequest):
     """A padded batch; encoder-decoder models are teacher-forced on their own outputs."""
-    with st.spinner("Running the batch…"), reported("running the batch"):
+    with model_spinner("Running the batch…"), reported("running the batch"):
         model = get_model(request.model_name, request.device)
         if request.targets is None and model.architecture == "encoder-decoder":
             request = replace(request, targets=tuple(

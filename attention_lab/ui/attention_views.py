@@ -1,0 +1,102 @@
+"""The Attention page's views below its heatmap: head view, mean / max over heads, rollout
+(lazy tabs), and the downloads. Called from the page's head_views fragment, so a change of
+head, layer or view reruns them without the sidebar or the rest of the page."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from viz_core import trace_json, trace_npz
+from viz_core.analysis import heads as analysis
+from viz_core.figures.aggregates import block_aggregate_heatmap, rollout_bytes, rollout_figure
+from viz_core.figures.headview import HEADVIEW_MAX, HEADVIEW_WINDOW, block_head_view
+from viz_core.figures.heatmap import EXACT_MAX_TOKENS, clip_window, is_long
+
+from .charts import chart, download
+from .controls import bounded_int
+from .runs import full_trace
+
+
+def head_tabs(trace, figure, kind: str, block, head: int) -> None:
+    """Head view, aggregates and rollout of `block`. Lazy tabs: only the open tab's figure is
+    built and sent (switching tabs reruns the fragment). `figure(name, params, build)`: the
+    page's cached_figure for this trace."""
+    _, n_q, n_k = block.shape
+    tab_hv, tab_agg, tab_roll = st.tabs(["Head view", "Mean / max over heads", "Rollout"],
+                                        key="attn_tab", on_change="rerun")
+    with tab_hv:
+        heads = st.multiselect("Heads", list(range(block.n_heads)), default=[head],
+                               key="hv_heads",
+                               help="Lines join each query (left) to the keys (right) it "
+                                    "attends to; opacity is the weight. Long inputs keep the "
+                                    "strongest.")
+        top_k = st.slider("Strongest keys per query", 1, 20, 5, key="hv_topk")
+        hv_rows = hv_cols = None
+        if max(n_q, n_k) > HEADVIEW_MAX:
+            h1, h2 = st.columns(2)
+            hq = bounded_int("First query", "hv_q", 0, 0, n_q - 1, container=h1)
+            hk = bounded_int("First key", "hv_k", 0, 0, n_k - 1, container=h2)
+            hv_rows, hv_cols = clip_window(block, hq, hk, HEADVIEW_WINDOW, HEADVIEW_WINDOW)
+            st.caption(f"{n_q:,} × {n_k:,} tokens: the head view draws a window of "
+                       f"{HEADVIEW_WINDOW} queries × keys (queries {hv_rows[0]}–"
+                       f"{hv_rows[1] - 1}, keys {hv_cols[0]}–{hv_cols[1] - 1}). Weights are "
+                       "those of the whole input, so a query's lines may sum to less than 1.")
+        if heads and tab_hv.open:
+            chart(figure("headview", (block.name, tuple(heads), top_k, hv_rows, hv_cols),
+                         lambda: block_head_view(block, heads=heads, top_k=top_k,
+                                                 rows=hv_rows, cols=hv_cols)),
+                  key="headview", name=f"{block.name}-headview")
+    with tab_agg:
+        how = st.radio("Aggregate", ["mean", "max"], horizontal=True, key="agg_how")
+        if tab_agg.open:
+            chart(figure("aggregate", (block.name, how), lambda: block_aggregate_heatmap(
+                block, how=how)), key="aggregate", name=f"{block.name}-{how}")
+            if is_long(block):
+                st.caption("Pooled: computed from every head's block means.")
+    with tab_roll:
+        _rollout(trace, figure, kind, tab_roll.open)
+
+
+def _rollout(trace, figure, kind: str, is_open: bool) -> None:
+    self_kinds = [k for k in trace.kinds() if k.endswith(".self")]
+    rk = kind if kind in self_kinds else (self_kinds or [None])[0]
+    blocks = trace.layers(rk) if rk else []
+    if not self_kinds:
+        st.info("Rollout needs self-attention blocks.")
+    elif any(is_long(b) for b in blocks):
+        _, n_r, _ = blocks[0].shape
+        st.info(f"Rollout multiplies every layer's whole attention matrix, {n_r:,} × {n_r:,} "
+                f"here ({len(blocks)} layers × {blocks[0].n_heads} heads: "
+                f"{rollout_bytes(blocks) / 2**30:,.1f} GiB as float32), so it is shown only "
+                f"up to {EXACT_MAX_TOKENS:,} tokens. Shorten the input to see it.")
+    elif is_open:
+        st.caption("Attention rollout (Abnar & Zuidema, 2020): per layer 0.5·mean over heads "
+                   "+ 0.5·I for the residual stream, multiplied from the first layer up.")
+        chart(figure("rollout", (rk,), lambda: rollout_figure(
+            trace.stack(rk), blocks[0].query_tokens,
+            title=f"{rk}: rollout through {len(blocks)} layers")),
+            key="rollout", name=f"{rk}-rollout")
+
+
+def block_downloads(sel, trace, block) -> None:
+    """This block (JSON), the whole trace (NPZ) and the head statistics (CSV), each built on
+    click; offered up to EXACT_MAX_TOKENS (each reads whole matrices)."""
+    st.subheader("Data")
+    if any(is_long(b) for b in trace.block_traces.values()):
+        _, n_q, n_k = block.shape
+        st.caption(f"Downloads of whole attention matrices are offered up to "
+                   f"{EXACT_MAX_TOKENS:,} tokens; this block alone would be "
+                   f"{4 * block.n_heads * n_q * n_k / 2**30:,.1f} GiB as float32.")
+        return
+    d1, d2, d3 = st.columns(3)
+    with d1:
+        download("This block (JSON)", lambda: trace_json(trace, [block.name]),
+                 f"{block.name}.json", "application/json", "dl_block")
+    with d2:
+        # built on click, from a trace with every hook point (q, k, v, z too)
+        download("Whole trace (NPZ)", lambda: trace_npz(full_trace(sel)), "trace.npz",
+                 "application/octet-stream", "dl_npz")
+    with d3:
+        download("Head statistics (CSV)",
+                 lambda: analysis.head_stats(trace).to_csv(index=False),
+                 "head_stats.csv", "text/csv", "dl_stats")
