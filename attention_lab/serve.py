@@ -123,6 +123,17 @@ def policy_line(env: dict[str, str]) -> str:
             + "; model size cap: " + (f"{cap} MB" if cap else "none"))
 
 
+def thread_env(replicas: int, env: dict[str, str]) -> dict[str, str]:
+    """Each replica's share of the cores for its model runs (attention_lab/ui/runs.py reads
+    these): torch threads per run and runs at once, so that N replicas together do not
+    oversubscribe the machine. Values the teacher set in the environment are kept."""
+    share = max(1, cores() // replicas)
+    threads = max(1, min(4, share - 1))
+    runs = max(1, (share - 1) // threads)
+    out = {"ATTENTION_LAB_TORCH_THREADS": str(threads), "ATTENTION_LAB_MODEL_RUNS": str(runs)}
+    return {k: env.get(k) or v for k, v in out.items()}
+
+
 def template_path() -> Path:
     """deploy/nginx.conf.template beside app.py (the repository's root, or the installed
     attention_lab/app/: setup.py's package data)."""
@@ -350,7 +361,7 @@ def cmd_serve(args) -> int:
     nginx = find_nginx(args.nginx)
     check_port(args.address, args.port)
     policy = policy_env(args.allow_local_paths, args.allow_hub, args.max_model_mb)
-    env = {**APP_ENV, **os.environ, **policy,
+    env = {**APP_ENV, **os.environ, **policy, **thread_env(args.replicas, os.environ),
            # one secret for every replica: a session's XSRF cookie (uploads) stays valid on
            # the replica it fails over to
            "STREAMLIT_SERVER_COOKIE_SECRET": secrets.token_hex(32)}

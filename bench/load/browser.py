@@ -77,7 +77,7 @@ class Driver:
         resp = await self.page_.goto(f"{self.base}/{path}?{urllib.parse.urlencode(query)}",
                                      timeout=self.timeout)
         self.replica = (resp.headers.get("x-attention-lab-replica", "") if resp else "")
-        await self.page_.wait_for_selector(".js-plotly-plot", timeout=self.timeout)
+        await self.page_.wait_for_selector(".js-plotly-plot >> visible=true", timeout=self.timeout)
         await self._until_url("text", query["text"])
         return await self._step(t0)
 

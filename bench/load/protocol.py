@@ -23,7 +23,6 @@ import json
 import time
 import urllib.parse
 import urllib.request
-from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from streamlit.proto.BackMsg_pb2 import BackMsg
@@ -31,7 +30,6 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 SIDEBAR = 1  # delta_path[0] of the sidebar's elements (0 is the main area)
 FINISHED = {ForwardMsg.FINISHED_SUCCESSFULLY, ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY}
-CACHE_SIZE = 256  # big element messages kept, as the frontend's message cache keeps them
 MAX_MESSAGE = 256 * 2**20
 
 
@@ -123,7 +121,10 @@ class Session:
         self.ws = None
         self.widgets: dict[str, Widget] = {}
         self.seen: set[str] = set()  # widget ids drawn in the run under way
-        self.cache: OrderedDict[str, ForwardMsg] = OrderedDict()
+        # the frontend's message cache: hash -> [message, run count when last used, fragment]
+        self.cache: dict[str, list] = {}
+        self.runs = 0  # finished script runs (the cache's clock)
+        self.max_age = 2  # runs a cached message survives unused (new_session's config)
         self.query = ""
         self.pages: dict[str, str] = {}  # url path -> page script hash
         self.page_hash = ""
@@ -227,6 +228,7 @@ class Session:
             if status in FINISHED:
                 if not fragment:  # the frontend forgets widgets a full run did not draw
                     self.widgets = {i: w for i, w in self.widgets.items() if i in self.seen}
+                self._age_cache(fragment)
                 run.seconds = time.perf_counter() - t0
                 return run
             if status == ForwardMsg.FINISHED_WITH_COMPILE_ERROR:
@@ -235,27 +237,36 @@ class Session:
                 return run
             # FINISHED_EARLY_FOR_RERUN: st.navigation or a widget asked for another run
 
+    def _age_cache(self, fragment: str) -> None:
+        """As the frontend's ForwardMsgCache.incrementRunCount after a run: a message unused
+        for more than max_age runs is dropped (a fragment run ages only its own messages)."""
+        self.runs += 1
+        for h, (_, used, frag) in list(self.cache.items()):
+            if fragment and frag != fragment:
+                continue
+            if self.runs - used > self.max_age:
+                del self.cache[h]
+
     def _take(self, msg: ForwardMsg, run: Run):
         """Read one ForwardMsg; -> its script_finished status, or None."""
         kind = msg.WhichOneof("type")
         if kind == "ref_hash":
-            cached = self.cache.get(msg.ref_hash)
-            if cached is None:
+            entry = self.cache.get(msg.ref_hash)
+            if entry is None:
                 run.errors.append(f"message {msg.ref_hash} referenced but not cached")
                 return None
-            self.cache.move_to_end(msg.ref_hash)
+            entry[1] = self.runs
             body = ForwardMsg()
-            body.CopyFrom(cached)
+            body.CopyFrom(entry[0])
             body.metadata.CopyFrom(msg.metadata)
             msg, kind = body, "delta"
-        elif msg.metadata.cacheable and msg.hash:
-            self.cache[msg.hash] = msg
-            while len(self.cache) > CACHE_SIZE:
-                self.cache.popitem(last=False)
+        elif msg.metadata.cacheable and msg.hash and msg.hash not in self.cache:
+            self.cache[msg.hash] = [msg, self.runs, msg.delta.fragment_id]
         if kind == "script_finished":
             return msg.script_finished
         if kind == "new_session":
-            self.session_id = msg.new_session.initialize.session_id
+            self.session_id = msg.new_session.initialize.session_id or self.session_id
+            self.max_age = msg.new_session.config.max_cached_message_age or self.max_age
             self.page_hash = msg.new_session.page_script_hash or self.page_hash
         elif kind == "navigation":
             self.pages = {p.url_pathname: p.page_script_hash for p in msg.navigation.app_pages}
