@@ -51,8 +51,8 @@ recipes this view reads differ in *what* is copied and *from where*:
 
 Both papers compare head with head, so their students keep the teacher's head count. Here,
 models with different head counts are compared through the average of their heads. The
-heatmap measures **every** student layer against **every** teacher layer; the red squares are
-the pairs the chosen map matches. On a well-distilled student the squares are the low cells
+heatmap measures **every** student layer against **every** teacher layer; the red frames are
+the pairs the chosen map matches. On a well-distilled student the framed cells are the low ones
 of their row.
 """
 

@@ -195,6 +195,8 @@ def test_figures_draw_the_map_and_the_difference(tiny):
     heat, line = fig.data
     np.testing.assert_allclose(heat.z, d.matrix("attention_kl").astype(np.float32))
     assert list(zip(line.y, line.x)) == d.mapping
+    frames = [((sh.x0 + sh.x1) / 2, (sh.y0 + sh.y1) / 2) for sh in fig.layout.shapes]
+    assert [(round(y), round(x)) for x, y in frames] == d.mapping  # a frame per mapped cell
     tokens, t, s = vc.distillation.attention_maps(tiny["teacher"], tiny["random"], TEXTS[0],
                                                   1, 3)
     fig = pair_maps_figure(tokens, t, s)

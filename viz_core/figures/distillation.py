@@ -32,7 +32,7 @@ def layer_map_figure(matrix: np.ndarray, mapping: Sequence[tuple[int, int]], *,
                      title: str | None = None) -> go.Figure:
     """Heatmap of one measure, float [student layer, teacher layer]: student layers top to
     bottom, teacher layers left to right; each value written in its cell; NaN (undefined)
-    cells grey. The mapping is drawn as red squares on its cells, joined in student order."""
+    cells grey. The mapping is drawn as a red frame round each of its cells."""
     z = f32(matrix)
     n_s, n_t = z.shape
     finite = z[np.isfinite(z)]
@@ -46,11 +46,14 @@ def layer_map_figure(matrix: np.ndarray, mapping: Sequence[tuple[int, int]], *,
                       "%{z:.4g}<extra></extra>"))
     if mapping:
         s, t = zip(*sorted(mapping), strict=True)
+        # a red frame round each mapped cell (its value stays readable inside), and an
+        # invisible marker per cell for the hover
+        for si, ti in zip(s, t, strict=True):
+            fig.add_shape(type="rect", x0=ti - 0.48, x1=ti + 0.48, y0=si - 0.46, y1=si + 0.46,
+                          line=dict(color=MAPPING_COLOR, width=3), name="mapped pair")
         fig.add_trace(go.Scatter(
-            x=list(t), y=list(s), mode="lines+markers", name="mapping",
-            line=dict(color=MAPPING_COLOR, width=2, dash="dot"),
-            marker=dict(symbol="square-open", size=30, color=MAPPING_COLOR,
-                        line=dict(width=3, color=MAPPING_COLOR)),
+            x=list(t), y=list(s), mode="markers", name="mapping",
+            marker=dict(symbol="square", size=24, color=MAPPING_COLOR, opacity=0),
             hovertemplate="mapped: student layer %{y} learns from teacher layer %{x}"
                           "<extra></extra>"))
     fig.update_xaxes(title=f"teacher layer ({plot_text(teacher)})", tickmode="array",
