@@ -18,26 +18,10 @@ import os
 import sys
 from pathlib import Path
 
+from attention_lab.launch import APP_ENV, CommandError, app_dir  # noqa: F401 - re-exported
+
 PROG = "attention-lab"
 EXPORTS = (".npz", ".json")
-# What `make run` sets (Makefile): nothing is fetched from a hub, no usage statistics.
-APP_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-           "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
-
-
-class CommandError(Exception):
-    """A failure the user can act on: its message is printed as the one line."""
-
-
-# ---- where the app is --------------------------------------------------------------------
-def app_dir() -> Path:
-    """The folder holding app.py, pages/, assets/ and .streamlit/: attention_lab/app/ in an
-    installed package, the repository's root in a clone."""
-    package = Path(__file__).resolve().parent
-    for folder in (package / "app", package.parent):
-        if (folder / "app.py").is_file() and (folder / "pages").is_dir():
-            return folder
-    raise CommandError("the app's files (app.py, pages/) are not installed with this package")
 
 
 def cmd_app(args) -> int:

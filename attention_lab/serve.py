@@ -31,7 +31,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attention_lab.cli import APP_ENV, CommandError, app_dir
+from attention_lab.launch import APP_ENV, CommandError, app_dir
 
 TEMPLATE = "nginx.conf.template"
 COOKIE = "attention_lab_replica"  # nginx's $cookie_<name>: letters, digits and _ only
