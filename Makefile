@@ -11,7 +11,7 @@ export TRANSFORMERS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export STREAMLIT_BROWSER_GATHER_USAGE_STATS ?= false
 
-.PHONY: run test test-fast test-kernels lint bench checkpoints system-deps chromium clean
+.PHONY: run test test-fast test-kernels soak load lint bench checkpoints system-deps chromium clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -49,14 +49,25 @@ chromium: system-deps
 lint: $(DEV_STAMP)
 	$(PY) -m ruff check .
 
+# The whole suite, on every core (pytest-xdist; work units in tests/conftest.py). Budget: 15
+# minutes on a 2-core machine from a fresh clone, installs included (README).
+TEST_WORKERS ?= auto
 test: $(DEV_STAMP) system-deps
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS)
 
 # The unit tier (tests/unit): a contributor's quick check.
 test-fast: $(DEV_STAMP)
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q tests/unit
+	$(PY) -m pytest -q -n $(TEST_WORKERS) tests/unit
+
+# Long profiles; `make test` runs their short ones (tests/app/test_soak.py,
+# tests/browser/test_load_browser.py). soak: 300 reruns of one session (memory growth); load:
+# the classroom load test, 30 sessions on one server (bench/load).
+soak: $(DEV_STAMP)
+	ATTENTION_LAB_SOAK_RERUNS=300 $(PY) -m pytest -q -s tests/app/test_soak.py
+load: $(DEV_STAMP) system-deps
+	$(PY) -m bench.load
 
 # The cross-kernel comparisons (ours vs Hugging Face eager, vs nn.MultiheadAttention, pooled vs
 # exact, ...) again under other CPU code paths, the way a machine with another BLAS rounds:

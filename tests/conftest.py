@@ -26,11 +26,55 @@ TIERS = ("unit", "app", "browser")
 HERE = Path(__file__).resolve().parent
 
 
+def pytest_itemcollected(item):
+    parts = Path(str(item.path)).resolve().relative_to(HERE).parts
+    if len(parts) > 1 and parts[0] in TIERS:
+        item.add_marker(getattr(pytest.mark, parts[0]))
+
+
+# ---- pytest-xdist (`make test`: -n auto) ------------------------------------------------------
+# A work unit is a file, so its module fixtures are built once, except that the files in
+# SPREAD (independent, long tests) are dealt out test by test; the browser tier is one unit,
+# run in order on one worker (each test starts a server and a Chromium: two at once would
+# starve a 2-core machine); both halves of test_package are one unit (one wheel and one fresh
+# venv, session fixtures); the files that start Ray clusters are one unit, so no two run at
+# once. Units go out longest first: FIRST, then collection order.
+SPREAD = {"tests/app/test_hostile.py"}
+RAY = {"tests/unit/test_atlas.py", "tests/unit/test_atlas_ray.py",
+       "tests/unit/test_atlas_cluster.py"}
+FIRST = ("browser", "package")
+
+
+def work_unit(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0]
+    if path.endswith("/test_package.py"):
+        return "package"
+    if path.startswith("tests/browser/"):
+        return "browser"
+    if path in RAY:
+        return "ray"
+    return nodeid if path in SPREAD else path
+
+
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        parts = Path(str(item.path)).resolve().relative_to(HERE).parts
-        if len(parts) > 1 and parts[0] in TIERS:
-            item.add_marker(getattr(pytest.mark, parts[0]))
+    if config.getoption("numprocesses", None) or os.environ.get("PYTEST_XDIST_WORKER"):
+        rank = {unit: i for i, unit in enumerate(FIRST)}
+        items.sort(key=lambda item: rank.get(work_unit(item.nodeid), len(rank)))  # stable
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's load-scope scheduler with the units above (its own `loadgroup` cannot group
+    under pytest 9: it renames nodeids through an attribute pytest 9 no longer reads)."""
+    if config.getoption("dist") not in ("load", "loadscope"):
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class TierScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    config.option.loadscopereorder = False  # keep the order above, not the largest count first
+    return TierScheduling(config, log)
 
 
 # ---- shared fixtures -----------------------------------------------------------------------
@@ -45,7 +89,7 @@ def tiny_models(tmp_path_factory):
 @pytest.fixture(scope="module")
 def chromium_browser():
     """Debian's chromium through Playwright (tests/support/browser_support.py), one per
-    test module."""
+    test module (test_load_browser drives its own, through the async API)."""
     from playwright.sync_api import sync_playwright
 
     from tests.support.browser_support import launch_chromium

@@ -2,7 +2,8 @@
 message (st.error / st.warning / st.info), never an exception; typed and as URL parameters.
 
 Coverage (one AppTest per page and model, reused across inputs, keeps this affordable):
-- every page, with every shipped model and MiniLM: the whole corpus, typed;
+- every page, with every shipped model and MiniLM: the whole corpus, typed (on MiniLM, each
+  page's own view is checked first: the app's every-page sweep for an HF model);
 - URL parameters: a fresh AppTest per corpus entry (?text=...&target=...&kind=...&layer=...),
   on the attention page for the first native model and on the home page for every other.
 The counts actually tried are printed (pytest -s) and collected in COUNTS.
@@ -17,7 +18,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import viz_core as vc
-from tests.support.apptest import APP, PAGES, assert_answered, type_text
+from tests.support.apptest import APP, PAGES, assert_answered, no_errors, type_text
 from tests.support.hostile_inputs import CORPUS, sendable
 
 MODELS = [*vc.shipped_models(), "minilm"]
@@ -45,6 +46,12 @@ def test_every_page_answers_hostile_text(page, model):
     start = time.monotonic()
     at = app(page, model, text="the cat sat on the mat")
     assert not at.exception, [e.message for e in at.exception][:1]
+    if model == "minilm":  # every page's own view on MiniLM, before any hostile text
+        no_errors(at)
+        if page == "beam":
+            assert any("no decoder" in i.value for i in at.info)
+        elif page not in ("home", "heads", "atlas"):  # atlas: a message until one is opened
+            assert at.get("plotly_chart"), page
     inputs = CORPUS
     for category, text in inputs:
         at = type_text(at, text)

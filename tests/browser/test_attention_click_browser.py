@@ -27,7 +27,6 @@ from tests.support.browser_support import (
     CHROMIUM,
     open_page,
     real_errors,
-    streamlit_server,
 )
 from tests.support.overlaps import VIEWPORT, screenshot, settle
 
@@ -50,9 +49,8 @@ CELL_CENTRE = """([q, k]) => {
 
 
 @pytest.fixture(scope="module")
-def server():
-    with streamlit_server() as (base, _proc):
-        yield base
+def server(app_server):
+    return app_server
 
 
 # the drawn first heatmap: its hover label (the text of plotly's hover box, if shown), the

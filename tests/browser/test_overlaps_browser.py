@@ -1,6 +1,6 @@
 """No overlapping text on any page (issue 24, item 3), read from Chromium's own layout.
 
-One streamlit server; for each model (MiniLM, the shipped en-fr translator, a tiny random
+The browser tier's one streamlit server; for each model (MiniLM, the shipped en-fr translator, a tiny random
 Llama) one browser tab opens every page of app.py's navigation in turn at a 1,500 px wide
 viewport. On each page, for every Plotly chart, the rendered SVG text (tick labels, axis and
 chart titles, subplot titles, colour-bar ticks and titles, legend entries, annotations, text
@@ -12,7 +12,9 @@ axis-aligned hulls. The test fails when
 - a colour bar (its bar, ticks or title) intersects a tick label that is not its own, or the
   plotting area of a subplot;
 - a text sticks out of the chart's own SVG, or a text marker is cut by its subplot's clip;
-- a button's label is truncated (its text is wider than the room the button gives it).
+- a button's label is truncated (its text is wider than the room the button gives it);
+- a page raises, or logs a console error or a failed request (the every-page check in a
+  browser, for MiniLM here and not again in test_browser.py).
 
 Every finding names the page, the chart (its title) and the two texts, so the failure
 message is the list of overlaps. Screenshots of pages with findings go to tests/artifacts;
@@ -28,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.browser_support import ARTIFACTS, CHROMIUM, ROOT, streamlit_server
+from tests.support.browser_support import ARTIFACTS, CHROMIUM, ROOT, real_errors, watch_errors
 from tests.support.overlaps import (
     VIEWPORT,
     page_findings,
@@ -79,9 +81,8 @@ def navigation_paths() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def server():
-    with streamlit_server() as (base, _proc):
-        yield base
+def server(app_server):
+    return app_server
 
 
 @pytest.mark.parametrize("which", list(MODELS))
@@ -92,12 +93,15 @@ def test_no_text_overlaps_on_any_page(server, chromium_browser, tiny_models, whi
     shots = Path(os.environ.get("OVERLAP_SHOTS") or ARTIFACTS)
     shots.mkdir(parents=True, exist_ok=True)
     tab = chromium_browser.new_page(viewport=VIEWPORT)
+    errors = watch_errors(tab)
     problems: list[str] = []
     try:
         for stem, path in navigation_paths().items():
             tab.goto(f"{server}/{path}?{query}")
             settle(tab)
             assert tab.locator("[data-testid='stException']").count() == 0, (which, stem)
+            assert not real_errors(errors), (which, stem, errors)  # nor a console error
+            errors.clear()
             found = page_findings(tab)
             problems += [f"{which} / {stem}: {f}" for f in found]
             if found or os.environ.get("OVERLAP_SHOTS"):

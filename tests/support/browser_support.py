@@ -82,14 +82,21 @@ def real_errors(errors: list[str]) -> list[str]:
     return [e for e in errors if not (e.startswith("Failed to load resource") and not http)]
 
 
-def open_page(browser, url):
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    errors, dialogs = [], []
+def watch_errors(page) -> list[str]:
+    """The list the page's console errors, uncaught exceptions, failed requests and HTTP
+    errors (but the expected probes) are appended to from now on (filter it with real_errors)."""
+    errors: list[str] = []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on("response", lambda r: errors.append(f"HTTP {r.status} {r.url}")
             if r.status >= 400 and not is_base_path_probe(r.url) else None)
     page.on("requestfailed", lambda r: errors.append(f"FAILED {r.url} {r.failure}"))
+    return errors
+
+
+def open_page(browser, url):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors, dialogs = watch_errors(page), []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     page.goto(url)
     return page, errors, dialogs
