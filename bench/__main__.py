@@ -17,13 +17,14 @@ MODULES = ["bench_capture", "bench_peers", "bench_beam", "bench_payload", "bench
            "bench_contributions", "bench_distillation", "bench_flow"]
 COLS = ["name", "ratio", "target", "ok", "ours_s", "min–max", "peer_s", "peer", "device"]
 # per-module details worth a glance in the table (all fields are in results.json)
-DETAILS = ("ratio_of_mins", "threads", "page_faults", "peer_page_faults", "same_output", "step50_over_step5", "our_bytes", "bertviz_bytes", "trace_mb",
-           "trace_mb_all_points", "peak_growth_mb", "peer_peak_growth_mb", "peak_gb", "page_bytes", "n2_ratio", "model",
+DETAILS = ("ratio_of_mins", "threads", "page_faults", "peer_page_faults", "same_output",
+           "step50_over_step5", "our_bytes", "bertviz_bytes", "trace_mb", "trace_mb_all_points",
+           "peak_growth_mb", "peer_peak_growth_mb", "peak_gb", "page_bytes", "n2_ratio", "model",
            "heatmap_shows_it", "examples_per_s", "peer_examples_per_s", "ray1_examples_per_s",
-           "scaling_1_to_2", "steady_ray2", "steady_local", "max_effect_diff",
-           "pearson_heads", "pearson_positions", "spearman_heads", "spearman_positions", "adds_up",
-           "p95_s", "target_p95_s", "cpu_s", "cpu_meets_budget", "before_p50_s", "before_p95_s", "page_done_s",
-           "server_cpu_s", "ws_kb", "file_watcher")
+           "scaling_1_to_2", "steady_ray2", "steady_local", "max_effect_diff", "pearson_heads",
+           "pearson_positions", "spearman_heads", "spearman_positions", "adds_up", "p95_s",
+           "target_p95_s", "cpu_s", "cpu_meets_budget", "before_p50_s", "before_p95_s",
+           "page_done_s", "server_s", "server_cpu_s", "ws_kb", "file_watcher")
 
 
 def fmt(v) -> str:

@@ -1,4 +1,5 @@
-"""The one capture path (viz_core.capture.recorder) and lazy traces (viz_core.capture.trace), against references.
+"""The one capture path (viz_core.capture.recorder) and lazy traces (viz_core.capture.trace),
+against references.
 
 - every family: patterns equal Hugging Face's own eager ``output_attentions``; the softmax of
   the captured scores under the mask gives the pattern; z reproduces the attention output

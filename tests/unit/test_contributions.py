@@ -283,10 +283,10 @@ def test_hostile_texts_and_tokens(native, tiny):
     models = [native("lm"), tiny("gpt2")]
     for model in models:
         for _, text in CORPUS:
-            for call in (lambda: model.logit_attribution(text),
-                         lambda: model.logit_attribution(TEXT if model.family != "native"
-                                                         else NATIVE_TEXT, token=text),
-                         lambda: model.logit_lens(text, k=2)):
+            prompt = TEXT if model.family != "native" else NATIVE_TEXT
+            for call in (lambda m=model, t=text: m.logit_attribution(t),
+                         lambda m=model, t=text, p=prompt: m.logit_attribution(p, token=t),
+                         lambda m=model, t=text: m.logit_lens(t, k=2)):
                 try:
                     out = call()
                 except VizError:

@@ -168,7 +168,7 @@ def test_causality_later_tokens_do_not_change_earlier_positions(kind):
     outs = []
     for tgt in (a, b):
         with torch.no_grad():
-            out, rec = record(lambda: model(src, tgt), capture=("pattern",))
+            out, rec = record(lambda tgt=tgt: model(src, tgt), capture=("pattern",))
         outs.append((out, patterns(rec)))
     torch.testing.assert_close(outs[0][0][:, :3], outs[1][0][:, :3], atol=0, rtol=0)
     assert not torch.allclose(outs[0][0][:, 3:], outs[1][0][:, 3:])

@@ -53,7 +53,8 @@ def _gain(norm) -> torch.Tensor | None:
 
 
 def folded(hw, fold_norms: bool) -> dict[str, torch.Tensor]:
-    """Per query head, float64 (on the CPU, or the CUDA GPU that holds the weights): Q, K (H, d_head, d), V (H, d_v, d), O (H, d, d_v)
+    """Per query head, float64 (on the CPU, or the CUDA GPU that holds the weights):
+    Q, K (H, d_head, d), V (H, d_v, d), O (H, d, d_v)
     with the kv group's K and V repeated, norm gains folded as the module docstring says."""
     g = hw.group
     q = _f64(hw.W_Q)

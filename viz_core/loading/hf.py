@@ -2,7 +2,8 @@
 
 Always ``attn_implementation="attention_lab"`` (viz_core.capture.recorder: SDPA for the output,
 our recording of q, k, v and the mask), ``trust_remote_code=False`` and safetensors weights only
-(nothing a user points us at is unpickled). Every failure becomes a ModelLoadError whose message names what was asked for.
+(nothing a user points us at is unpickled). Every failure becomes a ModelLoadError whose message
+names what was asked for.
 """
 
 from __future__ import annotations
