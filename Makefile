@@ -50,11 +50,12 @@ lint: $(DEV_STAMP)
 	$(PY) -m ruff check .
 
 # The whole suite, on every core (pytest-xdist; work units in tests/conftest.py). Budget: 15
-# minutes on a 2-core machine from a fresh clone, installs included (README).
+# minutes on a 2-core machine from a fresh clone, installs included (README); the 15 slowest
+# tests are listed at the end.
 TEST_WORKERS ?= auto
 test: $(DEV_STAMP) system-deps
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q -n $(TEST_WORKERS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=15
 
 # The unit tier (tests/unit): a contributor's quick check.
 test-fast: $(DEV_STAMP)
