@@ -5,6 +5,7 @@
     attention-lab atlas --model M --data FILE --out DIR ...   (python -m viz_core.atlas)
     attention-lab models                                 shipped and supported models
     attention-lab check --model M [--text T]             load, trace, faithfulness check
+    attention-lab flow TEXT --model M [--out EDGES.csv]  information-flow graph (edges or routes)
     attention-lab serve --replicas N --port P            N app processes behind nginx (serve.py)
 
 Every failure is one line on stderr and a non-zero exit (1; 2 for a usage error), never a
@@ -166,6 +167,62 @@ def cmd_check(args) -> int:
     return 0
 
 
+# ---- flow --------------------------------------------------------------------------------
+def _csv_path(out: str | None) -> Path | None:
+    """Checked before the model loads: a .csv file in a folder that exists."""
+    if out is None:
+        return None
+    path = Path(out).expanduser()
+    if path.suffix.lower() != ".csv":
+        raise CommandError(f"--out {out!r}: the file must end in .csv")
+    if path.is_dir():
+        raise CommandError(f"--out {out!r} is a folder; give a file name")
+    if not path.parent.is_dir():
+        raise CommandError(f"--out {out!r}: the folder {str(path.parent)!r} does not exist")
+    return path
+
+
+def cmd_flow(args) -> int:
+    """The Information flow page's graph from a terminal: the edges CSV (its "Edges (CSV)"),
+    or with --routes the routes to the prediction (its "Routes (CSV)")."""
+    import pandas as pd
+
+    from viz_core.analysis.information_flow import check_threshold
+
+    text = _text(args.text, "text")
+    threshold = check_threshold(args.threshold)  # before the model loads
+    out = _csv_path(args.out)
+    model = _load(args.model, args.device)
+    flow = model.information_flow(text, args.target or None, position=args.position,
+                                  threshold=threshold)
+    routes = flow.routes()
+    tokens = flow.tokens[flow.stack]
+    if out is not None:
+        frame = routes if args.routes else flow.edges
+        try:
+            out.write_text(frame.to_csv(index=False), encoding="utf-8")
+        except OSError as err:
+            raise CommandError(f"cannot write {str(out)!r}: {err.strerror or err}") from None
+        print(f"wrote {out} ({len(frame):,} {'route rows' if args.routes else 'edges'}, "
+              f"{len(tokens)} {flow.stack} tokens)")
+        return 0
+    predicted = f" -> predicts {flow.prediction!r}" if flow.prediction is not None else ""
+    print(f"model: {model.name}; {flow.stack} tokens ({len(tokens)}): {' '.join(tokens)}")
+    print(f"position {flow.position} ({tokens[flow.position]!r}){predicted}")
+    print(f"{len(flow.edges):,} edges; {len(routes):,} route rows at threshold {threshold:g} "
+          f"(the heaviest below)")
+    for _, r in routes.sort_values("weight", ascending=False).head(args.top).iterrows():
+        head = "" if pd.isna(r["head"]) else f" h{int(r['head'])}"
+        print(f"  {r['weight']:.3f}  {r['kind']:<9} {r['block']}{head}: "
+              f"{r['source_stack']}.{r['source_layer']}.{r['source_point']}"
+              f"[{r['source_position']}] -> {r['target_stack']}.{r['target_layer']}."
+              f"{r['target_point']}[{r['target_position']}]")
+    for w in flow.warnings:
+        print(f"warning: {w}")
+    print("(give --out EDGES.csv to save every edge, --routes to save the routes instead)")
+    return 0
+
+
 def cmd_atlas(argv: list[str]) -> int:
     from viz_core.atlas.__main__ import main as atlas_main
 
@@ -215,6 +272,28 @@ def parser() -> argparse.ArgumentParser:
     ch.add_argument("--target", help="teacher-forced output")
     ch.add_argument("--device", default="auto", help="auto (default), cpu, cuda, ...")
     ch.set_defaults(func=cmd_check)
+
+    fl = sub.add_parser("flow", help="information flow: the graph's edges or routes",
+                        description="Follow how the prediction at one position got there "
+                        "(information-flow routes, Ferrando & Voita 2024), as the Information "
+                        "flow page does. --out FILE.csv: every edge (source, target, kind, "
+                        "block, head, weight), or the routes with --routes. Without --out: the "
+                        "prediction and the heaviest route edges.")
+    fl.add_argument("text", metavar="TEXT", help="the input text")
+    fl.add_argument("--model", required=True,
+                    help="shipped name, 'minilm', a folder or a Hugging Face id")
+    fl.add_argument("--target", help="teacher-forced decoder input (encoder-decoder models)")
+    fl.add_argument("--position", type=int, default=-1,
+                    help="the output position whose prediction the routes lead to (default "
+                    "-1, the last)")
+    fl.add_argument("--threshold", type=float, default=0.04,
+                    help="routes keep edges of at least this weight, 0..1 (default 0.04)")
+    fl.add_argument("--routes", action="store_true",
+                    help="with --out: save the routes (one row per head) instead of every edge")
+    fl.add_argument("--top", type=int, default=10, help="route rows printed (default 10)")
+    fl.add_argument("--out", metavar="FILE", help="FILE.csv")
+    fl.add_argument("--device", default="auto", help="auto (default), cpu, cuda, ...")
+    fl.set_defaults(func=cmd_flow)
 
     from attention_lab.serve import add_parser as add_serve_parser
 

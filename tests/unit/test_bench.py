@@ -3,6 +3,7 @@ rot. Only sizes and correctness are asserted here, never wall-clock times."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -83,3 +84,74 @@ def test_flow():
     assert [r["name"].split(",")[0] for r in rows] == ["information_flow", "attention_flow",
                                                         "attention_flow"]
     assert rows[1]["cpu_s"] > 0 and rows[0]["peak_growth_mb"] is not None
+
+
+def test_distillation():
+    rows = quick_rows("bench_distillation")
+    assert len(rows) == 1 and "18 pairs, 32 sentences" in rows[0]["name"]  # 3 x 6 layers
+    assert rows[0]["plain_trace_batch_s"] > 0
+
+
+def test_flow_table():
+    rows = quick_rows("bench_flow_table")
+    # blank-out and gradient x raw, rollout, flow x the induction model's 2 layers
+    assert sorted((r["importance"], r["method"], r["layer"]) for r in rows) == sorted(
+        (i, m, lay) for i in ("blank-out", "gradient") for m in ("raw", "rollout", "flow")
+        for lay in (1, 2))
+    for r in rows:
+        assert r["sequences"] + r["constant"] == 6 and r["sequences"] > 0
+        assert -1 <= r["spearman_mean"] <= 1 and r["spearman_std"] >= 0
+    by = {(r["importance"], r["method"], r["layer"]): r["spearman_mean"] for r in rows}
+    for imp in ("blank-out", "gradient"):
+        # through one layer the maximum flow from j to i is the edge's capacity A[i, j], which
+        # is also rollout's first layer (the paper: "the first layer of attention rollout and
+        # attention flow are the same"), so their rank correlations are equal
+        assert by[(imp, "flow", 1)] == pytest.approx(by[(imp, "rollout", 1)], abs=1e-12)
+
+
+def test_flow_table_importance_scores():
+    """The two importance scores against direct computations: blank-out against one
+    unbatched forward pass per blanked token, the gradient's norm against central differences
+    of log p(y) in each coordinate of that token's embedding (float64)."""
+    import torch
+
+    from bench.bench_flow_table import importance, prefixes
+    from viz_core.loading.shipped import CHECKPOINTS
+    from viz_core.model.checkpoint import load_checkpoint
+
+    net, vocabs, _ = load_checkpoint(CHECKPOINTS / "induction")
+    net = net.double()
+    text = prefixes("induction", 1)[0]
+    ids = [net.cfg.bos_id, *vocabs["target"].encode(text)[0]]
+    y, blank, grad = importance(net, ids, net.cfg.unk_id)
+
+    def logp(seq, shift=None):
+        hook = None
+        if shift is not None:
+            j, delta = shift
+
+            def move(module, args, out):
+                out = out.clone()
+                out[0, j] += delta
+                return out
+
+            hook = net.tgt_embed.register_forward_hook(move)
+        try:
+            with torch.no_grad():
+                return float(torch.log_softmax(net.decode(torch.tensor([seq]))[0, -1], -1)[y])
+        finally:
+            if hook is not None:
+                hook.remove()
+
+    base = logp(ids)
+    for j in (1, len(ids) // 2, len(ids) - 1):
+        alone = list(ids)
+        alone[j] = net.cfg.unk_id
+        assert blank[j] == pytest.approx(math.exp(base) - math.exp(logp(alone)), abs=1e-9)
+    # the gradient at one token's embedding, coordinate by coordinate, by central differences
+    j, eps = len(ids) - 2, 1e-5
+    d = net.cfg.d_model
+    fd = [(logp(ids, (j, eps * torch.eye(d, dtype=torch.float64)[k]))
+           - logp(ids, (j, -eps * torch.eye(d, dtype=torch.float64)[k]))) / (2 * eps)
+          for k in range(d)]
+    assert grad[j] == pytest.approx(math.hypot(*fd), rel=1e-5)  # autograd vs differences

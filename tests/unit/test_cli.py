@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import viz_core as vc
@@ -20,6 +21,7 @@ from viz_core.capture.export import trace_arrays
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = "the red car"
+FLOW_TEXT = "cat sees the red king cat sees the red"
 
 
 def run(capsys, *argv) -> tuple[int, str, str]:
@@ -80,6 +82,45 @@ def test_trace_without_out_prints_a_summary(capsys, reference):
     assert " ".join(reference.source_tokens) in out
 
 
+@pytest.fixture(scope="module")
+def flow_reference():
+    """The library's own information flow of FLOW_TEXT at position 7, threshold 0.1."""
+    return vc.load("induction").information_flow(FLOW_TEXT, position=7, threshold=0.1)
+
+
+def test_flow_edges_csv_equals_the_librarys_edges(capsys, tmp_path, flow_reference):
+    out = tmp_path / "edges.csv"
+    code, stdout, err = run(capsys, "flow", FLOW_TEXT, "--model", "induction", "--position",
+                            "7", "--threshold", "0.1", "--out", str(out))
+    assert code == 0, err
+    assert f"wrote {out} ({len(flow_reference.edges):,} edges" in stdout
+    # what the Information flow page's "Edges (CSV)" holds; same model and process: same text
+    assert out.read_text(encoding="utf-8") == flow_reference.edges.to_csv(index=False)
+    got = pd.read_csv(out)
+    assert list(got.columns) == list(flow_reference.edges.columns)
+    assert "head" in got.columns  # the column: got["head"], as got.head is DataFrame.head
+
+
+def test_flow_routes_csv_equals_the_librarys_routes(capsys, tmp_path, flow_reference):
+    out = tmp_path / "routes.csv"
+    code, stdout, err = run(capsys, "flow", FLOW_TEXT, "--model", "induction", "--position",
+                            "7", "--threshold", "0.1", "--routes", "--out", str(out))
+    assert code == 0, err
+    routes = flow_reference.routes()
+    assert f"({len(routes):,} route rows" in stdout
+    assert out.read_text(encoding="utf-8") == routes.to_csv(index=False)
+
+
+def test_flow_without_out_prints_the_prediction_and_routes(capsys, flow_reference):
+    code, out, err = run(capsys, "flow", FLOW_TEXT, "--model", "induction", "--position", "7",
+                         "--threshold", "0.1", "--top", "3")
+    assert code == 0, err
+    assert f"position 7 ('sees') -> predicts {flow_reference.prediction!r}" in out
+    rows = [line for line in out.splitlines() if line.startswith("  ")]
+    heaviest = flow_reference.routes().weight.nlargest(3)
+    assert [float(r.split()[0]) for r in rows] == [round(w, 3) for w in heaviest]
+
+
 def test_models_lists_shipped_builtin_and_families(capsys):
     code, out, _ = run(capsys, "models")
     assert code == 0
@@ -115,9 +156,18 @@ def test_check_prints_the_faithfulness_figure(capsys):
     ["check", "--model", ""],
     ["atlas", "--model", "no-such-model", "--data", "probe", "--out", "{tmp}/atlas",
      "--engine", "local", "--quiet"],
+    ["flow", "", "--model", "induction", "--out", "{tmp}/x.csv"],
+    ["flow", FLOW_TEXT, "--model", "induction", "--threshold", "1.5", "--out", "{tmp}/x.csv"],
+    ["flow", FLOW_TEXT, "--model", "induction", "--threshold", "nan"],
+    ["flow", FLOW_TEXT, "--model", "induction", "--position", "99", "--out", "{tmp}/x.csv"],
+    ["flow", FLOW_TEXT, "--model", "induction", "--out", "{tmp}/x.npz"],
+    ["flow", FLOW_TEXT, "--model", "induction", "--out", "/no/such/folder/x.csv"],
+    ["flow", FLOW_TEXT, "--model", "no-such-model", "--out", "{tmp}/x.csv"],
 ], ids=["trace-unknown-model", "trace-empty", "trace-blank", "trace-out-no-folder",
         "trace-out-folder", "trace-out-format", "trace-missing-path", "check-unknown-model",
-        "check-empty-text", "check-empty-model", "atlas-unknown-model"])
+        "check-empty-text", "check-empty-model", "atlas-unknown-model", "flow-empty",
+        "flow-threshold-above-1", "flow-threshold-nan", "flow-position-out-of-range",
+        "flow-out-format", "flow-out-no-folder", "flow-unknown-model"])
 def test_bad_input_is_one_line(capsys, tmp_path, argv):
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
     code, out, err = run(capsys, *argv)
@@ -151,6 +201,8 @@ def test_unwritable_out_is_one_line(capsys, tmp_path, monkeypatch):
     ["app", "--port", "not-a-port"],
     ["atlas", "--bogus"],
     ["bogus-command"],
+    ["flow", "--model", "induction"],  # no TEXT
+    ["flow", TEXT, "--model", "induction", "--threshold", "high"],
 ])
 def test_usage_errors_exit_2(capsys, argv):
     with pytest.raises(SystemExit) as exc:
@@ -160,7 +212,7 @@ def test_usage_errors_exit_2(capsys, argv):
     assert "error:" in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("command", ["app", "trace", "models", "check", "atlas"])
+@pytest.mark.parametrize("command", ["app", "trace", "models", "check", "atlas", "flow"])
 def test_help_on_each_command(capsys, command):
     with pytest.raises(SystemExit) as exc:
         cli.main([command, "--help"])

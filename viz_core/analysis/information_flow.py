@@ -91,7 +91,9 @@ class InformationFlow:
     """The information-flow graph of one run.
 
     edges: one row per edge with weight > 0 (columns COLUMNS; ``head`` is empty: an attention
-    edge is its block's heads together); the incoming weights of every node sum to 1.
+    edge is its block's heads together); the incoming weights of every node sum to 1. Read
+    that column as ``edges["head"]``: ``edges.head`` is DataFrame's method (first rows), so
+    attribute access gives the method, not the column (the issue names the column ``head``).
     heads: the split of each attention / cross edge of weight >= ``threshold`` among its
     heads (block, head, source and target position, share of the edge, weight = share x the
     edge's weight).
