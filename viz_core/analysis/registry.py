@@ -27,6 +27,7 @@ ANALYSES: dict[str, str] = {
     "composition": "viz_core.analysis.composition:composition",
     "patch": "viz_core.analysis.patching:patch",
     "attribution_patch": "viz_core.analysis.patching:attribution_patch",
+    "edge_attribution": "viz_core.analysis.edges:edge_attribution",
     "head_entropy": "viz_core.analysis.entropy:head_entropy",
     "information_flow": "viz_core.analysis.information_flow:information_flow",
     "attention_flow": "viz_core.analysis.attention_flow:attention_flow",

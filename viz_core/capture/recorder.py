@@ -147,6 +147,12 @@ class Recorder:
     edit_z: Mapping[str, Callable[[torch.Tensor], torch.Tensor]] = field(default_factory=dict)
     edit_stream: Mapping[tuple[str, str], Callable[[torch.Tensor], torch.Tensor]] = field(
         default_factory=dict)
+    # Edge attribution (viz_core.analysis.edges): (layer, kind) -> function(x, h, norm) -> new
+    # h, what a pre-norm sublayer reads (x: the stream entering its norm, h = norm(x), norm:
+    # the norm itself); block -> function(q, k, v) -> (q, k, v), applied in ``attend`` before
+    # the output is computed (each head's q/k/v from its own input). Per call, like the rest.
+    edit_read: Mapping[tuple[str, str], Callable] = field(default_factory=dict)
+    edit_qkv: Mapping[str, Callable] = field(default_factory=dict)
 
     calls: dict = field(default_factory=dict)
 
@@ -226,6 +232,16 @@ def note(layer: str, point: str, x: torch.Tensor) -> torch.Tensor:
     return x
 
 
+def read(layer: str, kind: str, x: torch.Tensor, h: torch.Tensor, norm) -> torch.Tensor:
+    """What a pre-norm sublayer reads: ``h = norm(x)``, or the running call's replacement
+    (``Recorder.edit_read``: edge attribution gives a sublayer an input of its own)."""
+    rec = _RECORDER.get()
+    if rec is None or not rec.edit_read:
+        return h
+    edit = rec.edit_read.get((layer, kind))
+    return h if edit is None else edit(x, h, norm)
+
+
 def install_stream_hooks(points: Sequence[tuple[str, str, torch.nn.Module]]) -> dict:
     """Forward hooks that call ``note`` for Hugging Face modules: (layer, point, module).
 
@@ -246,15 +262,20 @@ def _first(x):
 
 
 def _hook(module: torch.nn.Module, point: str) -> None:
-    def keep(layer_module, value):
+    reads = point.endswith(".norm")  # a pre-norm sublayer's norm: what it reads (``read``)
+
+    def keep(layer_module, value, x=None):
         """None (nothing changes), or the running call's replacement of ``value``."""
         rec = _RECORDER.get()
-        if rec is None or not (rec.stream or rec.edit_stream):
+        if rec is None or not (rec.stream or rec.edit_stream or (reads and rec.edit_read)):
             return None
         layer = rec.layer_for(layer_module, point)
         if layer is None or not isinstance(value, torch.Tensor):
             return None
         new = note(layer, point, value)
+        if reads and rec.edit_read and isinstance(x, torch.Tensor):
+            # the norm without its hooks (``forward``): calling the module would run this again
+            new = read(layer, point[: -len(".norm")], x, new, layer_module.forward)
         return None if new is value else new
 
     if point == "in":
@@ -266,12 +287,13 @@ def _hook(module: torch.nn.Module, point: str) -> None:
             return None if new is None else (args, {**kwargs, "hidden_states": new})
         module.register_forward_pre_hook(pre, with_kwargs=True)
     else:
-        def post(mod, args, out):
-            new = keep(mod, _first(out))
+        def post(mod, args, kwargs, out):
+            x = args[0] if args else kwargs.get("hidden_states")
+            new = keep(mod, _first(out), x)
             if new is None:
                 return None
             return (new, *out[1:]) if isinstance(out, tuple) else new
-        module.register_forward_hook(post)
+        module.register_forward_hook(post, with_kwargs=True)
 
 
 # ---- the attention function ------------------------------------------------------------
@@ -286,6 +308,10 @@ def attend(name: str | None, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     rows give zeros, never NaN.
     """
     rec = _RECORDER.get()
+    if rec is not None and rec.edit_qkv and name is not None:
+        edit = rec.edit_qkv.get(name)
+        if edit is not None:  # edge attribution: each head's q, k, v from its own input
+            q, k, v = edit(q, k, v)
     explicit = softcap is not None or (rec is not None and rec.reference == "explicit")
     z = _output(q, k, v, mask, scaling, bias, softcap, dropout, explicit)  # (B, Tq, H, d_v)
     if rec is None or name is None:

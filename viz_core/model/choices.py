@@ -34,6 +34,7 @@ Pooling = Literal["mean", "max"]  # how cells are pooled or heads aggregated
 # ---- analyses --------------------------------------------------------------------------
 Over = Literal["heads", "layers", "positions"]  # the units patching replaces
 PatchMethod = Literal["activation", "attribution"]
+EdgeMethod = Literal["eap", "eap-ig", "exact"]  # edge attribution: gradients, integrated, patched
 Readout = Literal["logits", "embedding"]  # what a patching metric reads
 Template = Literal["previous", "induction", "first", "same"]  # head search templates
 Side = Literal["query", "key"]

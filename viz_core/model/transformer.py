@@ -21,7 +21,7 @@ import math
 import torch
 from torch import nn
 
-from ..capture.recorder import note, positions_on
+from ..capture.recorder import note, positions_on, read
 from .attention import MultiHeadAttention
 from .config import TransformerConfig
 from .masks import key_padding
@@ -85,7 +85,7 @@ class SublayerConnection(nn.Module):
         and the residual add, and its norm's output.
         """
         if self.norm_first:
-            h = self.norm(x)  # (B, T, d_model)
+            h = read(layer, kind, x, self.norm(x), self.norm)  # (B, T, d_model)
             note(layer, f"{kind}.norm", h)
             out, extra = sublayer(h)
             note(layer, kind, out)
@@ -110,8 +110,7 @@ class EncoderLayer(nn.Module):
         x, _ = self.sublayer[0](x, lambda h: self.self_attn(h, h, key_pad, False, name),
                                 layer, "self")
         x, _ = self.sublayer[1](x, lambda h: (self.feed_forward(h), None), layer, "ffn")
-        note(layer, "out", x)
-        return x
+        return note(layer, "out", x)
 
 
 class DecoderLayer(nn.Module):
@@ -136,7 +135,7 @@ class DecoderLayer(nn.Module):
                 h, memory, cross_pad, False, f"{name}.cross",
                 past_kv=past["cross"] if past else None, static_kv=True), name, "cross")
         x, _ = self.sublayer[-1](x, lambda h: (self.feed_forward(h), None), name, "ffn")
-        note(name, "out", x)
+        x = note(name, "out", x)  # edge attribution may change what the next reader gets
         if cache is not None:
             cache[layer] = {"self": self_kv, "cross": cross_kv}
         return x
