@@ -14,7 +14,8 @@ from .common import machine_note
 
 MODULES = ["bench_capture", "bench_peers", "bench_beam", "bench_payload", "bench_latency",
            "bench_scaling", "bench_atlas", "bench_patching",
-           "bench_contributions", "bench_distillation", "bench_flow", "bench_flow_table"]
+           "bench_contributions", "bench_distillation", "bench_flow", "bench_flow_table",
+           "bench_edges"]
 COLS = ["name", "ratio", "target", "ok", "ours_s", "min–max", "peer_s", "peer", "device"]
 # per-module details worth a glance in the table (all fields are in results.json)
 DETAILS = ("ratio_of_mins", "threads", "page_faults", "peer_page_faults", "same_output",
@@ -25,7 +26,8 @@ DETAILS = ("ratio_of_mins", "threads", "page_faults", "peer_page_faults", "same_
            "pearson_positions", "spearman_heads", "spearman_positions", "adds_up", "p95_s",
            "target_p95_s", "cpu_s", "cpu_meets_budget", "before_p50_s", "before_p95_s",
            "page_done_s", "server_s", "server_cpu_s", "ws_kb", "file_watcher",
-           "spearman_mean", "spearman_std", "sequences")
+           "spearman_mean", "spearman_std", "sequences", "edges", "edges_per_s",
+           "peer_edges_per_s")
 
 
 def fmt(v) -> str:

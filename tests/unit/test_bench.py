@@ -155,3 +155,12 @@ def test_flow_table_importance_scores():
            - logp(ids, (j, -eps * torch.eye(d, dtype=torch.float64)[k]))) / (2 * eps)
           for k in range(d)]
     assert grad[j] == pytest.approx(math.hypot(*fd), rel=1e-5)  # autograd vs differences
+
+
+def test_edges():
+    rows = quick_rows("bench_edges")
+    names = [r["name"] for r in rows]
+    assert any("eap," in n for n in names) and any("eap-ig (5 steps)" in n for n in names)
+    exact = [r for r in rows if r["name"].startswith("exact edge patching")]
+    assert exact and all(r["edges_per_s"] > 0 for r in exact)
+    assert exact[0]["peer_edges_per_s"] > 0  # TransformerLens hooks, same process

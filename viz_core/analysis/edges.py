@@ -56,23 +56,29 @@ CHUNK_BYTES = 256 << 20  # rough activation memory of one batch of patched copie
 # ---- the graph -----------------------------------------------------------------------------
 @dataclass
 class Graph:
-    """Senders, receivers and which sender reaches which receiver, in model order."""
+    """Senders, receivers and which sender reaches which receiver, in model order.
+
+    A layer's head receivers are every head's q input, then every key/value head's k input,
+    then its v input (``H + 2 Hkv`` rows; with grouped-query attention, Hkv < H, the k and
+    v receivers are the key/value heads, named ``<block>.kv<g>``)."""
 
     layers: list[str]  # "decoder.0", ...
     heads: int
+    kv_heads: int
     senders: list[str]
     receivers: list[tuple[str, str]]  # (name, input): input q | k | v for a head, else ""
     valid: np.ndarray  # bool (S, R): sender s writes into receiver r's input
 
     @classmethod
-    def build(cls, layers: list[str], heads: int) -> Graph:
+    def build(cls, layers: list[str], heads: int, kv_heads: int) -> Graph:
         senders, receivers, reach = ["embed"], [], []
+        kv = "h" if kv_heads == heads else "kv"
         for layer in layers:
             block = f"{layer}.self"
-            for h in range(heads):
-                for which in QKV:
-                    receivers.append((f"{block}.h{h}", which))
-                    reach.append(len(senders))
+            names = ([(f"{block}.h{h}", "q") for h in range(heads)]
+                     + [(f"{block}.{kv}{g}", w) for w in "kv" for g in range(kv_heads)])
+            receivers += names
+            reach += [len(senders)] * len(names)
             senders += [f"{block}.h{h}" for h in range(heads)]
             receivers.append((f"{layer}.mlp", ""))
             reach.append(len(senders))
@@ -80,22 +86,26 @@ class Graph:
         receivers.append(("logits", ""))
         reach.append(len(senders))
         valid = np.arange(len(senders))[:, None] < np.asarray(reach)[None, :]
-        return cls(layers, heads, senders, receivers, valid)
+        return cls(layers, heads, kv_heads, senders, receivers, valid)
+
+    @property
+    def attn_width(self) -> int:
+        return self.heads + 2 * self.kv_heads
 
     def attn_senders(self, layer: int) -> int:
         """How many senders the heads of layer ``layer`` read (embed and earlier layers)."""
         return 1 + layer * (self.heads + 1)
 
     def attn_receivers(self, layer: int) -> slice:
-        start = layer * (3 * self.heads + 1)
-        return slice(start, start + 3 * self.heads)
+        start = layer * (self.attn_width + 1)
+        return slice(start, start + self.attn_width)
 
     def mlp_receiver(self, layer: int) -> int:
-        return layer * (3 * self.heads + 1) + 3 * self.heads
+        return layer * (self.attn_width + 1) + self.attn_width
 
     def layer_of(self, receiver: int) -> int:
         """The layer a receiver sits in (len(layers) for logits)."""
-        return receiver // (3 * self.heads + 1)
+        return receiver // (self.attn_width + 1)
 
 
 # ---- one forward pass with edits -----------------------------------------------------------
@@ -110,7 +120,7 @@ class Plan:
         return x
 
     def delta(self, kind: str, layer: int, run: Pass) -> torch.Tensor | None:
-        """kind "attn": (B, 3H, T, d) in receiver order; "mlp", "logits": (B, T, d)."""
+        """kind "attn": (B, H + 2 Hkv, T, d) in receiver order; "mlp", "logits": (B, T, d)."""
         return None
 
 
@@ -179,6 +189,9 @@ class Pass:
 
     def _qkv(self, i: int, block: str):
         hw = self.ctx.weights[block]
+        H, G = hw.n_heads, hw.W_K.shape[0]
+        parts = ((hw.W_Q, hw.b_Q, hw.q_norm, 0, H), (hw.W_K, hw.b_K, hw.k_norm, H, H + G),
+                 (hw.W_V, hw.b_V, None, H + G, H + 2 * G))
 
         def edit(q, k, v):
             d = self.plan.delta("attn", i, self)
@@ -186,18 +199,19 @@ class Pass:
                 return q, k, v
             x, norm = self.read_in[i]
             B, T = d.shape[0], x.shape[1]
-            H = hw.n_heads
-            ins = norm(x[:, None] + d.to(x.dtype))  # (B, 3H, T, d): each input normed
-            ins = ins.view(B, H, 3, T, -1)
+            ins = norm(x[:, None] + d.to(x.dtype))  # (B, H + 2G, T, d): each input normed
             out = []
-            for w, (W, b) in enumerate(((hw.W_Q, hw.b_Q), (hw.W_K, hw.b_K), (hw.W_V, hw.b_V))):
-                y = torch.einsum("bhtd,hed->bhte", ins[:, :, w], W.to(ins.dtype))
+            for w, (W, b, qk_norm, r0, r1) in enumerate(parts):
+                y = torch.einsum("bhtd,hed->bhte", ins[:, r0:r1], W.to(ins.dtype))
                 if b is not None:
                     y = y + b.to(y.dtype)[None, :, None]
+                if qk_norm is not None:  # Qwen 3: a norm over each head's d_head
+                    y = qk_norm(y).to(ins.dtype)
                 if w < 2 and hw.rotate is not None:  # q and k turn with their position
-                    y = torch.stack([hw.rotate(y[:, :, t].reshape(B * H, -1), t).view(B, H, -1)
+                    n = r1 - r0
+                    y = torch.stack([hw.rotate(y[:, :, t].reshape(B * n, -1), t).view(B, n, -1)
                                      for t in range(T)], dim=2)
-                out.append(y)  # (B, H, T, d_head)
+                out.append(y)  # (B, heads, T, d_head)
             return tuple(o.to(ref.dtype) for o, ref in zip(out, (q, k, v)))
         return edit
 
@@ -219,6 +233,18 @@ class Context:
     corrupted: torch.Tensor | None = None
     m_clean: float = 0.0
     m_corrupted: float = 0.0
+    token: object = None
+    against: object = None
+    corrupted_out: torch.Tensor | None = None
+
+    def clean_readout(self, readout: torch.Tensor, senders: list[torch.Tensor]) -> None:
+        """The clean run's readout (one copy) and senders: the metric and its gap."""
+        readout = readout.detach()
+        self.clean = torch.cat([s.detach().float() for s in senders])
+        self.metric = make_metric(self.subject, readout, self.token, self.against)
+        self.m_clean = float(self.metric.fn(readout)[0])
+        self.m_corrupted = float(self.metric.fn(self.corrupted_out)[0])
+        _check_gap(self.m_clean, self.m_corrupted, self.metric)
 
     @property
     def gap(self) -> float:
@@ -226,18 +252,21 @@ class Context:
 
     def width_per_copy(self) -> int:
         T, d = self.clean.shape[1], self.clean.shape[2]
-        return max(self.subject.width_per_copy, 1) + 4 * self.graph.heads * T * d
+        return max(self.subject.width_per_copy, 1) + 2 * self.graph.attn_width * T * d
 
 
 # ---- the plans -----------------------------------------------------------------------------
 class Gradients(Plan):
     """Zero changes that require grad at every receiver; ``alphas`` interpolate the input
-    embedding from the corrupted (0) to the clean (1) run (EAP-IG), one copy each."""
+    embedding from the corrupted (0) to the clean (1) run (EAP-IG), one copy each (None:
+    the clean run itself, one copy: EAP)."""
 
-    def __init__(self, ctx: Context, alphas: torch.Tensor):
+    def __init__(self, ctx: Context, alphas: torch.Tensor | None):
         self.ctx, self.alphas, self.zeros = ctx, alphas, {}
 
     def embed(self, x):
+        if self.alphas is None:
+            return x
         corr = self.ctx.corrupted[0].to(x.dtype)
         a = self.alphas.to(x.dtype)[:, None, None]
         return corr + a * (x - corr)
@@ -245,7 +274,7 @@ class Gradients(Plan):
     def delta(self, kind, layer, run):
         x = run.senders[0]
         B, T, d = x.shape
-        shape = (B, 3 * self.ctx.graph.heads, T, d) if kind == "attn" else (B, T, d)
+        shape = (B, self.ctx.graph.attn_width, T, d) if kind == "attn" else (B, T, d)
         z = torch.zeros(shape, dtype=torch.float32, device=x.device, requires_grad=True)
         self.zeros[(kind, layer)] = z
         return z
@@ -274,7 +303,7 @@ class EdgePatches(Plan):
             rows = g.attn_receivers(layer)
             picked = [(i, s, r - rows.start) for i, (s, r) in enumerate(self.pairs)
                       if rows.start <= r < rows.stop]
-            width = 3 * g.heads
+            width = g.attn_width
         else:
             target = g.mlp_receiver(layer) if kind == "mlp" else len(g.receivers) - 1
             picked = [(i, s, 0) for i, (s, r) in enumerate(self.pairs) if r == target]
@@ -311,8 +340,10 @@ class Removed(Plan):
 
 
 # ---- running the methods -------------------------------------------------------------------
-def prepare(model, clean: str, corrupted: str, target, token, against) -> Context:
-    """The context of one pair: checks the model, runs clean and corrupted once."""
+def prepare(model, clean: str, corrupted: str, target, token, against,
+            run_clean: bool = True) -> Context:
+    """The context of one pair: checks the model, runs the corrupted input (and the clean
+    one unless ``run_clean`` is False: EAP's gradient pass is the clean run)."""
     _check_model(model)
     subject = model.patching_subject(clean, corrupted, target, -1)
     layers = list(subject.layers)
@@ -321,39 +352,40 @@ def prepare(model, clean: str, corrupted: str, target, token, against) -> Contex
         raise InputError("Edge attribution needs one self-attention block per layer with the "
                          "same number of heads in every layer.")
     weights = {f"{layer}.self": model.head_weights(f"{layer}.self") for layer in layers}
+    kv = {hw.W_K.shape[0] for hw in weights.values()}
     for block, hw in weights.items():
-        if hw.group != 1:
-            raise InputError(f"{block} shares its keys and values between query heads "
-                             "(grouped-query attention): edge attribution does not support "
-                             "that yet.")
-        if hw.q_norm is not None or hw.k_norm is not None or hw.post_norm is not None:
-            raise InputError(f"{block} normalises its queries, keys or output: edge "
-                             "attribution does not support that yet.")
-    ctx = Context(subject, Graph.build(layers, heads.pop()), weights)
+        if (hw.q_norm is not None or hw.k_norm is not None) and not hw.qk_norm_per_head:
+            raise InputError(f"{block} normalises all its heads' queries and keys together, "
+                             "so one head's input changes the others': edge attribution "
+                             "needs each head to read on its own.")
+    if len(kv) != 1:
+        raise InputError("Edge attribution needs the same number of key/value heads in "
+                         "every layer.")
+    ctx = Context(subject, Graph.build(layers, heads.pop(), kv.pop()), weights)
+    ctx.token, ctx.against = token, against
     with torch.no_grad():
-        runs = {}
-        for which in ("clean", "corrupted"):
+        p = Pass(ctx, Plan())
+        ctx.corrupted_out = p.run("corrupted", 1)
+        ctx.corrupted = torch.cat([s.float() for s in p.senders])
+        if run_clean:
             p = Pass(ctx, Plan())
-            readout = p.run(which, 1)
-            runs[which] = (readout, torch.cat([s.float() for s in p.senders]))
-    ctx.clean, ctx.corrupted = runs["clean"][1], runs["corrupted"][1]
-    ctx.metric = make_metric(subject, runs["clean"][0], token, against)
-    ctx.m_clean = float(ctx.metric.fn(runs["clean"][0])[0])
-    ctx.m_corrupted = float(ctx.metric.fn(runs["corrupted"][0])[0])
-    _check_gap(ctx.m_clean, ctx.m_corrupted, ctx.metric)
+            ctx.clean_readout(p.run("clean", 1), p.senders)
     return ctx
 
 
 def _check_model(model) -> None:
     name = getattr(model, "name", "") or "This model"
+    if model.norm_placement == "post":
+        raise InputError(f"{name} is a post-norm model: its residual stream is renormalised "
+                         "after every sublayer, so a component's input is not a sum of the "
+                         "earlier components' outputs and there are no edges between them; "
+                         "use activation patching (model.patch).")
     if model.norm_placement != "pre":
-        why = ("a post-norm model: its residual stream is renormalised after every sublayer, "
-               "so a component's input is not a sum of the earlier components' outputs and "
-               "there are no edges between them; use activation patching (model.patch)"
-               if model.norm_placement == "post" else
-               f"normalises its sublayers' outputs ({model.norm_placement}): edge "
-               "attribution supports pre-norm models only")
-        raise InputError(f"{name} is {why}.")
+        raise InputError(f"{name} normalises each sublayer's output before the residual add "
+                         f"({model.norm_placement}): its heads' outputs are normalised "
+                         "together, so no head writes an output of its own into the stream; "
+                         "edge attribution supports pre-norm models, use activation patching "
+                         "(model.patch).")
     if model.architecture != "decoder-only":
         raise InputError(f"{name} is an {model.architecture} model: edge attribution "
                          "supports decoder-only models so far; use activation patching "
@@ -361,18 +393,29 @@ def _check_model(model) -> None:
 
 
 def gradient_scores(ctx: Context, steps: int) -> np.ndarray:
-    """(S, R): EAP (steps=1) or EAP-IG scores, normalised by the gap."""
+    """(S, R): EAP (steps=1) or EAP-IG scores, normalised by the gap. A context without
+    the clean run (EAP) gets it from the gradient pass, which is that run."""
     g = ctx.graph
-    T, d = ctx.clean.shape[1:]
-    total = torch.zeros(len(g.receivers), T, d, dtype=torch.float32, device=ctx.clean.device)
-    alphas = torch.arange(1, steps + 1, dtype=torch.float32, device=ctx.clean.device) / steps
-    chunk = max(1, CHUNK_BYTES // (4 * ctx.width_per_copy()))
-    for a in alphas.split(chunk):
+    total = None
+    if ctx.clean is None:
+        batches = [None]
+    else:
+        alphas = torch.arange(1, steps + 1, dtype=torch.float32,
+                              device=ctx.clean.device) / steps
+        batches = list(alphas.split(max(1, CHUNK_BYTES // (4 * ctx.width_per_copy()))))
+    for a in batches:
         plan = Gradients(ctx, a)
+        run = Pass(ctx, plan)
         with torch.enable_grad():
-            m = ctx.metric.fn(Pass(ctx, plan).run("clean", len(a))).sum()
+            readout = run.run("clean", 1 if a is None else len(a))
+            if ctx.clean is None:
+                ctx.clean_readout(readout, run.senders)
+            m = ctx.metric.fn(readout).sum()
             keys = list(plan.zeros)
             grads = torch.autograd.grad(m, [plan.zeros[k] for k in keys], allow_unused=True)
+        if total is None:
+            T, d = ctx.clean.shape[1:]
+            total = torch.zeros(len(g.receivers), T, d, device=ctx.clean.device)
         for (kind, layer), gr in zip(keys, grads):
             if gr is None:
                 continue
@@ -383,9 +426,10 @@ def gradient_scores(ctx: Context, steps: int) -> np.ndarray:
                 total[g.mlp_receiver(layer)] += gr
             else:
                 total[-1] += gr
-    scores = torch.einsum("std,rtd->sr", (ctx.clean - ctx.corrupted).double(),
-                          total.double() / steps)
-    return scores.cpu().numpy() / ctx.gap
+    S, T, d = ctx.clean.shape
+    diff = (ctx.clean - ctx.corrupted).reshape(S, T * d)
+    scores = diff @ (total.reshape(len(g.receivers), T * d) / steps).T  # (S, R)
+    return scores.double().cpu().numpy() / ctx.gap
 
 
 @torch.no_grad()
@@ -512,7 +556,8 @@ def edge_attribution(model, clean: str, corrupted: str, *, target: str | None = 
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or not \
             1 <= int(steps) <= 1000:
         raise InputError(f"steps must be a whole number from 1 to 1000, not {steps!r}.")
-    ctx = prepare(model, clean, corrupted, target, token, against)
+    ctx = prepare(model, clean, corrupted, target, token, against,
+                  run_clean=method != "eap")
     if method == "exact":
         scores = exact_scores(ctx)
     else:

@@ -1,0 +1,159 @@
+"""Edge attribution (issue 30): EAP, EAP-IG and exact edge patching against their references.
+
+On a GPT-2-small-shaped random model (12 layers x 12 heads x 768, the tests' small byte-level
+vocabulary; --quick: 2 x 4 x 64) at 64 tokens, CPU (and the GPU when there is one):
+
+- ``edge_attribution(method="eap")`` (the corrupted run, then the clean run forward and
+  backward with every head's q/k/v input split) against ``model.trace`` of the clean text,
+  same model, same process, timed alternately. Target: <= 3x.
+- ``method="eap-ig"`` with 5 steps, against the same trace. Target: <= 12x.
+- Exact edge patching's rate in edges per second (a sample of edges into every receiving
+  layer, batched per layer, each batch sharing the clean run below its layer) against
+  TransformerLens 4.3 hooks in the same process: one hooked run per edge, the sender's
+  corrupted - clean output added to the receiver's own input (hook_{q,k,v}_input with split
+  q/k/v inputs, hook_mlp_in, ln_final.hook_in). The ratio is our seconds per edge over
+  TransformerLens's (< 1: ours is faster); both rates are in the row.
+"""
+
+from __future__ import annotations
+
+import random
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+import viz_core as vc
+from viz_core.analysis import edges as E
+
+from .common import paired, ratio_row, save_gpt2
+
+N_TOKENS = 64
+TARGETS = {"eap": 3.0, "eap-ig": 12.0}
+
+
+def _texts(model, n: int) -> tuple[str, str]:
+    """A clean text of exactly n tokens and a corrupted one of the same length (its third
+    word swapped for another of the corpus)."""
+    from tests.support.hf_tiny import SENTENCES
+
+    words = " ".join(SENTENCES * (n // 20 + 2))
+    ids = model.tokenizer(words)["input_ids"][:n]
+    clean = model.tokenizer.decode(ids)
+    parts = clean.split(" ")
+    for swap in ("cat", "dog", "mat", "the"):
+        if swap != parts[2]:
+            corrupted = " ".join(parts[:2] + [swap] + parts[3:])
+            if len(model.tokenizer(corrupted)["input_ids"]) == len(ids):
+                return clean, corrupted
+    raise RuntimeError("no corrupted text of the same length")
+
+
+def _tl_rate(folder: str, clean: str, corrupted: str, pairs, graph) -> dict:
+    """TransformerLens: seconds per edge, one hooked run per edge (after one warm-up)."""
+    from transformer_lens.model_bridge import TransformerBridge
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(folder)
+    bridge = TransformerBridge.boot_transformers(folder, device="cpu", tokenizer=tok)
+    bridge.enable_compatibility_mode()
+    bridge.set_use_split_qkv_input(True)
+    bridge.set_use_attn_result(True)
+    bridge.set_use_hook_mlp_in(True)
+    bridge.eval()
+    ids_c = torch.tensor([tok(clean)["input_ids"]])
+    ids_k = torch.tensor([tok(corrupted)["input_ids"]])
+    with torch.no_grad():
+        _, cache_c = bridge.run_with_cache(ids_c)
+        _, cache_k = bridge.run_with_cache(ids_k)
+
+    def output(cache, sender):
+        if sender == "embed":
+            return cache["blocks.0.hook_resid_pre"][0]
+        layer = int(sender.split(".")[1])
+        if sender.endswith(".mlp"):
+            return cache[f"blocks.{layer}.hook_mlp_out"][0]
+        return cache[f"blocks.{layer}.attn.hook_result"][0, :, int(sender.rsplit("h", 1)[1])]
+
+    def one(s: int, r: int) -> float:
+        sender = graph.senders[s]
+        name, which = graph.receivers[r]
+        diff = output(cache_k, sender) - output(cache_c, sender)
+        head = None
+        if name == "logits":
+            hook_name = "ln_final.hook_in"
+        elif name.endswith(".mlp"):
+            hook_name = f"blocks.{int(name.split('.')[1])}.hook_mlp_in"
+        else:
+            hook_name = f"blocks.{int(name.split('.')[1])}.hook_{which}_input"
+            head = int(name.rsplit("h", 1)[1])
+
+        def hook(act, hook):
+            act = act.clone()
+            if head is None:
+                act[0] += diff
+            else:
+                act[0, :, head] += diff
+            return act
+
+        with torch.no_grad():
+            return float(bridge.run_with_hooks(ids_c, fwd_hooks=[(hook_name, hook)])[0, -1, 0])
+
+    one(*pairs[0])
+    t0 = time.perf_counter()
+    for s, r in pairs:
+        one(s, r)
+    return {"median": (time.perf_counter() - t0) / len(pairs)}
+
+
+def run(quick: bool = False) -> list[dict]:
+    repeat = 2 if quick else 5
+    n_exact, n_peer = (40, 6) if quick else (480, 24)
+    rows = []
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    shape = "tiny GPT-2" if quick else "GPT-2-small-shaped"
+    label = "tiny" if quick else "gpt2 12x12x768"
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "gpt2-small"
+        save_gpt2(folder, quick)
+        for device in devices:
+            model = vc.load(str(folder), device=device, dtype="float32")
+            clean, corrupted = _texts(model, N_TOKENS)
+            tokens = len(model.tokenizer(clean)["input_ids"])
+
+            def trace(model=model, clean=clean):
+                return model.trace(clean, max_new=0)
+
+            for method, target in TARGETS.items():
+                def attribution(model=model, clean=clean, corrupted=corrupted, method=method):
+                    return model.edge_attribution(clean, corrupted, method=method, steps=5)
+
+                n_edges = len(attribution().edges)
+                ours, peer = paired(attribution, trace, repeat, device)
+                name = f"edge_attribution {method}" + (" (5 steps)" if method == "eap-ig"
+                                                        else "")
+                rows.append(ratio_row(f"{name}, {shape}, {tokens} tokens", ours, peer,
+                                      "our plain trace, same input", device, target=target,
+                                      model=label, edges=n_edges))
+
+            ctx = E.prepare(model, clean, corrupted, None, None, None)
+            valid = [(int(s), int(r)) for s, r in zip(*ctx.graph.valid.nonzero())]
+            pairs = random.Random(0).sample(valid, min(n_exact, len(valid)))
+            t0 = time.perf_counter()
+            E.exact_scores(ctx, edges=pairs)
+            ours_s = (time.perf_counter() - t0) / len(pairs)
+            ours = {"median": ours_s, "min": ours_s, "max": ours_s}
+            name = f"exact edge patching, {shape}, {tokens} tokens (seconds per edge)"
+            if device == "cpu":
+                tl = _tl_rate(str(folder), clean, corrupted, pairs[:n_peer], ctx.graph)
+                row = ratio_row(name, ours, tl, "TransformerLens 4.3 hooks, one run per edge",
+                                device, model=label, edges=len(pairs),
+                                edges_per_s=1 / ours_s, peer_edges_per_s=1 / tl["median"],
+                                peer_edges=n_peer)
+            else:
+                row = {"name": name, "device": device, "model": label, "edges": len(pairs),
+                       "edges_per_s": 1 / ours_s, "ours_s": ours_s, "ours_min_s": ours_s,
+                       "ours_max_s": ours_s}
+            rows.append(row)
+    return rows
