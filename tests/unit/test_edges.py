@@ -34,38 +34,67 @@ GPT2_CORRUPTED = "the dog sat on the mat because it was"
 
 
 # ---- a model whose metric is linear in every activation ------------------------------------
-@pytest.fixture(scope="module")
-def linear_model():
-    """Ours, pre-norm, 2 layers x 2 heads, with every norm the identity, a linear MLP and
-    W_Q = W_K = 0 (each pattern is a fixed causal average): the logits are linear in every
-    component's input, so the first-order estimate has no remainder."""
+def _native(kind: str, linear: bool, seed: int = 1) -> NativeModel:
+    """Ours, pre-norm, 2 layers x 2 heads (an encoder-decoder: 2 + 2 layers, cross-attention).
+    linear: every norm the identity, a linear MLP and W_Q = W_K = 0 in every block (each
+    pattern is a fixed average), so the logits are linear in every component's input and the
+    first-order estimate has no remainder."""
     vocab = Vocab.build(["a b c d e f"])
-    cfg = TransformerConfig(kind="decoder-only", tgt_vocab_size=len(vocab.tokens), d_model=16,
-                            n_heads=2, n_layers=0, n_decoder_layers=2, d_ff=32, dropout=0.0,
-                            max_len=16, norm_first=True, positional="learned").validate()
-    torch.manual_seed(1)
+    cfg = TransformerConfig(kind=kind, src_vocab_size=len(vocab.tokens),
+                            tgt_vocab_size=len(vocab.tokens), d_model=16, n_heads=2,
+                            n_layers=2 if kind == "encoder-decoder" else 0,
+                            n_decoder_layers=2, d_ff=32, dropout=0.0, max_len=16,
+                            norm_first=True, positional="learned").validate()
+    torch.manual_seed(seed)
     net = Transformer(cfg).eval()
-    with torch.no_grad():
-        for layer in net.decoder:
-            layer.self_attn.W_Q.weight.zero_()
-            layer.self_attn.W_K.weight.zero_()
-            for sub in layer.sublayer:
-                sub.norm = nn.Identity()
-            layer.feed_forward = nn.Linear(16, 16)
-        net.decoder_norm = nn.Identity()
-    return NativeModel(net, {"target": vocab}, {"name": "linear"}, name="linear")
+    if linear:
+        with torch.no_grad():
+            for layer in [*getattr(net, "encoder", []), *net.decoder]:
+                for attn in (layer.self_attn, getattr(layer, "cross_attn", None)):
+                    if attn is not None:
+                        attn.W_Q.weight.zero_()
+                        attn.W_K.weight.zero_()
+                for sub in layer.sublayer:
+                    sub.norm = nn.Identity()
+                layer.feed_forward = nn.Linear(16, 16)
+            net.decoder_norm = nn.Identity()
+            if kind == "encoder-decoder":
+                net.encoder_norm = nn.Identity()
+    return NativeModel(net, {"target": vocab, "source": vocab}, {"name": "constructed"},
+                       name="constructed")
 
 
-def test_eap_equals_exact_on_a_linear_model(linear_model):
+@pytest.mark.parametrize("kind", ["decoder-only", "encoder-decoder"])
+def test_eap_equals_exact_on_a_linear_model(kind):
+    model = _native(kind, linear=True)
     clean, corrupted = "a b c d", "e b f d"
-    exact = linear_model.edge_attribution(clean, corrupted, method="exact")
-    eap = linear_model.edge_attribution(clean, corrupted, method="eap")
-    ig = linear_model.edge_attribution(clean, corrupted, method="eap-ig", steps=3)
+    target = "a c b" if kind == "encoder-decoder" else None
+    exact = model.edge_attribution(clean, corrupted, target=target, method="exact")
+    eap = model.edge_attribution(clean, corrupted, target=target, method="eap")
+    ig = model.edge_attribution(clean, corrupted, target=target, method="eap-ig", steps=3)
     assert list(exact.edges["sender"]) == list(eap.edges["sender"])
     assert exact.edges["score"].abs().max() > 0.05  # real effects, not all zero
+    if kind == "encoder-decoder":  # the encoder reaches the decoder through cross k and v
+        cross = exact.edges[exact.edges["receiver"].str.contains("cross")
+                            & exact.edges["sender"].str.startswith("encoder.")]
+        assert set(cross["input"]) == {"k", "v"} and cross["score"].abs().max() > 0.01
     # the same edges, two computations: one backward pass vs one patched forward per edge
     np.testing.assert_allclose(eap.edges["score"], exact.edges["score"], atol=1e-5)
     np.testing.assert_allclose(ig.edges["score"], exact.edges["score"], atol=1e-5)
+
+
+def test_native_encoder_decoder_closed_forms():
+    """Ours with norms and cross-attention: keeping no edge is the corrupted run (each head's
+    q/k/v and the cross keys/values through the encoder's final norm, recomputed, equal the
+    model's own), and all but one is that edge's exact patch."""
+    model = _native("encoder-decoder", linear=False, seed=2)
+    a = model.edge_attribution("a b c d", "e b f d", target="a c b", method="exact")
+    assert {"encoder.embed", "decoder.embed", "encoder.1.mlp"} <= set(a.edges["sender"])
+    sample = random.Random(1).sample(range(len(a.edges)), 6)
+    faith = a.faithfulness_curve([a.edges, []] + [a.edges.drop(index=a.edges.index[i])
+                                                  for i in sample])
+    assert faith[0] == pytest.approx(1.0, abs=1e-5) and faith[1] == pytest.approx(0, abs=1e-5)
+    np.testing.assert_allclose(1 - faith[2:], a.edges["score"].iloc[sample], atol=1e-5)
 
 
 # ---- the graph, faithfulness's closed forms and the batching -------------------------------
@@ -368,6 +397,24 @@ def test_post_norm_model_says_why():
     with pytest.raises(InputError) as err:
         model.edge_attribution("9 may 2018", "9 may 2017")
     assert "post-norm" in _one_line(err)
+
+
+def test_t5_cross_attention_closed_forms(tmp_path):
+    """T5 (pre-norm, relative positions, an encoder-decoder): cross-attention's keys and
+    values read the encoder's final stream through its final norm."""
+    from tests.support.hf_tiny import make_tiny_t5
+
+    model = vc.load(str(make_tiny_t5(tmp_path)), device="cpu", dtype="float32")
+    a = model.edge_attribution(GPT2_CLEAN, GPT2_CORRUPTED, method="exact")
+    kv = a.edges[(a.edges["sender"] == "encoder.1.mlp")]
+    assert set(zip(kv["receiver"].str.rsplit(".", n=1).str[0], kv["input"])) == {
+        ("decoder.0.cross", "k"), ("decoder.0.cross", "v"), ("decoder.1.cross", "k"),
+        ("decoder.1.cross", "v")}  # the encoder's last MLP feeds only cross k and v
+    sample = random.Random(2).sample(range(len(a.edges)), 5)
+    faith = a.faithfulness_curve([[]] + [a.edges.drop(index=a.edges.index[i])
+                                         for i in sample])
+    assert faith[0] == pytest.approx(0, abs=1e-4)
+    np.testing.assert_allclose(1 - faith[1:], a.edges["score"].iloc[sample], atol=1e-4)
 
 
 def test_sublayer_output_norms_say_why(tmp_path):

@@ -107,8 +107,9 @@ class Backend:
         raise NotImplementedError
 
     # ---- contribution analysis: the model's linear pieces (viz_core.analysis.parts) -----
-    def final_norm(self):
-        """NormSpec of the norm before the unembedding (None: there is none)."""
+    def final_norm(self, stack: str = "decoder"):
+        """NormSpec of the norm before the unembedding (None: there is none); ``stack=
+        "encoder"``: the encoder's final norm (what cross-attention reads)."""
         raise NotImplementedError
 
     def unembedding(self) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -128,10 +128,10 @@ class HFModel(Backend):
         return w, getattr(m, "bias", None)  # (d_model, heads * d_v)
 
     # contribution analysis: the linear pieces (viz_core.backends.hf_parts)
-    def final_norm(self):
+    def final_norm(self, stack: str = "decoder"):
         from . import hf_parts
 
-        return hf_parts.final_norm(self)
+        return hf_parts.final_norm(self, stack)
 
     def unembedding(self):
         from . import hf_parts

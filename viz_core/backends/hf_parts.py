@@ -42,8 +42,11 @@ def _decoder_stack(backend) -> nn.Module:
     return base.decoder if backend.architecture == "encoder-decoder" else base
 
 
-def final_norm(backend) -> NormSpec | None:
+def final_norm(backend, which: str = "decoder") -> NormSpec | None:
+    """The norm at the end of the decoder stack (``which="encoder"``: of the encoder)."""
     stack = _decoder_stack(backend)
+    if which == "encoder" and backend.architecture == "encoder-decoder":
+        stack = backend.hf_model.base_model.encoder
     for attr in ("ln_f", "norm", "final_layer_norm", "layer_norm"):
         m = getattr(stack, attr, None)
         if isinstance(m, nn.Module):

@@ -89,11 +89,12 @@ class NativeModel(Backend):
         return attn.W_O.weight, attn.W_O.bias  # (d_model, heads * d_k), (d_model,)
 
     # contribution analysis: the linear pieces (viz_core.backends.native_parts)
-    def final_norm(self):
+    def final_norm(self, stack: str = "decoder"):
         from . import native_parts
 
-        stack = self.model.decoder_norm if self.cfg.has_decoder else self.model.encoder_norm
-        return native_parts.norm_spec(stack)
+        decoder = self.cfg.has_decoder and stack != "encoder"
+        return native_parts.norm_spec(self.model.decoder_norm if decoder
+                                      else self.model.encoder_norm)
 
     def unembedding(self):
         if not self.cfg.has_decoder:

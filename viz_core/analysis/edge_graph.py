@@ -1,0 +1,336 @@
+"""The machinery of edge attribution (viz_core.analysis.edges): the graph, and forward passes
+that give each receiver an input of its own.
+
+A pass is an ordinary forward of the model through the capture path, with the running
+call's recorder edits (viz_core.capture.recorder):
+
+- ``edit_stream`` at a layer's ``"in"`` reads the embedding (the first sender of a stack; EAP-IG
+  moves it between the corrupted and the clean run; exact patching widens the batch there),
+  at ``"ffn"`` an MLP's output, at the last layer's ``"out"`` the final stream (the logits'
+  input, or the encoder's output that cross-attention reads);
+- ``edit_z`` reads each head's output z, written into the stream as W_O[h] z_h;
+- ``edit_read`` keeps the stream a block's norm reads, and gives an MLP its own input;
+- ``edit_qkv`` recomputes a block's q, k, v head by head from each head's own input: the
+  block's norm (the model's own module; the encoder's final norm for cross-attention keys and
+  values), the head's rows of W_Q, W_K, W_V and their biases, a per-head q/k norm where the
+  model has one, and the rotation (``model.head_weights(block)``).
+
+A receiver's input is the stream plus a change ``delta`` (B, rows, T, d) a ``Plan`` decides: a
+zero that requires grad (EAP, EAP-IG), one sender's corrupted - clean output (exact edge
+patching), or for every edge taken out of a circuit its sender's corrupted output minus its
+output in this very run (faithfulness).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ..capture.recorder import recording
+from ..errors import InputError
+from .patching import Metric, PatchSubject, _check_gap, make_metric
+
+CHUNK_BYTES = 256 << 20  # rough activation memory of one batch of copies
+
+
+# ---- the graph -----------------------------------------------------------------------------
+@dataclass
+class Group:
+    """Receivers that read one stream at one place: a block's head inputs (``attn``; q only
+    for cross-attention), a cross-attention block's k and v inputs (``kv``, reading the
+    encoder's output), an MLP (``mlp``) or the logits (``logits``)."""
+
+    kind: str
+    block: str  # "decoder.0.self", the layer's MLP "decoder.0.mlp", or "logits"
+    layer: str  # the layer it sits in ("" for logits)
+    stack: str  # the stream its senders write: "encoder" | "decoder"
+    rows: list[int]  # its receivers (graph indices)
+    n_senders: int  # it reads the first n senders of its stack
+
+
+@dataclass
+class Graph:
+    """Senders, receivers, the groups they form and which sender reaches which receiver.
+
+    Senders in model order: each stack's embedding (``embed``; ``encoder.embed`` and
+    ``decoder.embed`` in an encoder-decoder model), then per layer its heads and its MLP.
+    Receivers: each head's q input, then each key/value head's k and v inputs (named
+    ``<block>.kv<g>`` under grouped-query attention), each MLP, and ``logits``.
+    """
+
+    senders: list[str]
+    stack_of: list[str]  # the stack each sender writes
+    receivers: list[tuple[str, str]]  # (name, input): input q | k | v for a head, else ""
+    groups: list[Group]
+    valid: np.ndarray  # bool (S, R)
+    offset: dict[str, int] = field(default_factory=dict)  # stack -> its first sender
+
+    @classmethod
+    def build(cls, layers: list[str], blocks: dict[str, int], kv: dict[str, int]) -> Graph:
+        stacks = [s for s in ("encoder", "decoder") if any(la.startswith(s + ".")
+                                                           for la in layers)]
+        senders, stack_of, receivers, groups, offset = [], [], [], [], {}
+        count = {}
+
+        def add_receivers(names):
+            receivers.extend(names)
+            return list(range(len(receivers) - len(names), len(receivers)))
+
+        for stack in stacks:
+            offset[stack] = len(senders)
+            senders.append("embed" if len(stacks) == 1 else f"{stack}.embed")
+            stack_of.append(stack)
+            for layer in (la for la in layers if la.startswith(stack + ".")):
+                for kind in ("self", "cross"):
+                    block = f"{layer}.{kind}"
+                    if block not in blocks:
+                        continue
+                    H, G = blocks[block], kv[block]
+                    tag = "h" if G == H else "kv"
+                    n = len(senders) - offset[stack]
+                    q = add_receivers([(f"{block}.h{h}", "q") for h in range(H)])
+                    k_v = add_receivers([(f"{block}.{tag}{g}", w) for w in "kv"
+                                         for g in range(G)])
+                    if kind == "self":
+                        groups.append(Group("attn", block, layer, stack, q + k_v, n))
+                    else:
+                        groups.append(Group("attn", block, layer, stack, q, n))
+                        groups.append(Group("kv", block, layer, "encoder", k_v,
+                                            count["encoder"]))
+                    senders += [f"{block}.h{h}" for h in range(H)]
+                    stack_of += [stack] * H
+                rows = add_receivers([(f"{layer}.mlp", "")])
+                groups.append(Group("mlp", f"{layer}.mlp", layer, stack, rows,
+                                    len(senders) - offset[stack]))
+                senders.append(f"{layer}.mlp")
+                stack_of.append(stack)
+            count[stack] = len(senders) - offset[stack]
+        groups.append(Group("logits", "logits", "", "decoder",
+                            add_receivers([("logits", "")]), count["decoder"]))
+        valid = np.zeros((len(senders), len(receivers)), dtype=bool)
+        for g in groups:
+            valid[offset[g.stack]:offset[g.stack] + g.n_senders, g.rows] = True
+        return cls(senders, stack_of, receivers, groups, valid, offset)
+
+    def group_of(self) -> dict[int, Group]:
+        return {r: g for g in self.groups for r in g.rows}
+
+    def senders_of(self, g: Group) -> slice:
+        return slice(self.offset[g.stack], self.offset[g.stack] + g.n_senders)
+
+
+# ---- one forward pass with edits -----------------------------------------------------------
+class Plan:
+    """What one pass changes (subclasses): the embeddings, where the batch widens, and each
+    group's input change (B, rows, T, d) or None."""
+
+    def embed(self, stack: str, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+    def widen(self, layer: str, x: torch.Tensor) -> torch.Tensor:  # "": the final stream
+        return x
+
+    def delta(self, group: Group, run: Pass) -> torch.Tensor | None:
+        return None
+
+
+class Pass:
+    """The recorder edits of one forward pass; ``senders`` fill up as the model runs."""
+
+    def __init__(self, ctx: Context, plan: Plan):
+        self.ctx, self.plan = ctx, plan
+        self.senders: dict[str, list[torch.Tensor]] = {}  # stack -> (B|1, T, d) each
+        self.read_in: dict[str, tuple[torch.Tensor, Callable]] = {}  # block -> (x, norm)
+        self.encoder_out: torch.Tensor | None = None
+
+    def recorder(self):
+        ctx, g = self.ctx, self.ctx.graph
+        groups = {(gr.kind, gr.block): gr for gr in g.groups}
+        edit_stream, edit_read, edit_z, edit_qkv = {}, {}, {}, {}
+        for stack in ("encoder", "decoder"):
+            layers = [la for la in ctx.layers if la.startswith(stack + ".")]
+            for i, layer in enumerate(layers):
+                edit_stream[(layer, "in")] = self._at_in(stack, layer, i == 0)
+                edit_stream[(layer, "ffn")] = self._keep(stack)
+                edit_read[(layer, "ffn")] = self._mlp_input(groups[("mlp", f"{layer}.mlp")])
+                for kind in ("self", "cross"):
+                    block = f"{layer}.{kind}"
+                    if block in ctx.weights:
+                        edit_read[(layer, kind)] = self._keep_input(block)
+                        edit_z[block] = self._keep_heads(stack, block)
+                        edit_qkv[block] = self._qkv(block, groups[("attn", block)],
+                                                    groups.get(("kv", block)))
+            if layers:
+                edit_stream[(layers[-1], "out")] = (self._final(groups[("logits", "logits")])
+                                                    if stack == "decoder" else self._enc_out)
+        return ctx.subject.recorder(edit_stream=edit_stream, edit_read=edit_read,
+                                    edit_z=edit_z, edit_qkv=edit_qkv)
+
+    def _at_in(self, stack: str, layer: str, first: bool):
+        def edit(x):
+            if first:
+                x = self.plan.embed(stack, x)
+            x = self.plan.widen(layer, x)
+            if first:
+                self.senders.setdefault(stack, []).append(x)
+            return x
+        return edit
+
+    def _keep(self, stack: str):
+        def edit(out):
+            self.senders[stack].append(out)
+            return out
+        return edit
+
+    def _keep_heads(self, stack: str, block: str):
+        W_O = self.ctx.weights[block].W_O  # (H, d_model, d_v)
+
+        def edit(z):  # z (B, T, H, d_v) -> each head's write into the stream
+            out = torch.einsum("bthv,hdv->hbtd", z, W_O.to(z.dtype))
+            self.senders[stack].extend(out.unbind(0))
+            return z
+        return edit
+
+    def _keep_input(self, block: str):
+        def edit(x, h, norm):
+            self.read_in[block] = (x, norm)
+            return h
+        return edit
+
+    def _enc_out(self, x):
+        self.encoder_out = x
+        return x
+
+    def _mlp_input(self, group: Group):
+        def edit(x, h, norm):
+            d = self.plan.delta(group, self)
+            return h if d is None else norm(x + d[:, 0].to(x.dtype))
+        return edit
+
+    def _final(self, group: Group):
+        def edit(x):
+            x = self.plan.widen("", x)
+            d = self.plan.delta(group, self)
+            return x if d is None else x + d[:, 0].to(x.dtype)
+        return edit
+
+    def _qkv(self, block: str, group: Group, kv_group: Group | None):
+        hw = self.ctx.weights[block]
+        H, G = hw.n_heads, hw.W_K.shape[0]
+
+        def edit(q, k, v):
+            d = self.plan.delta(group, self)
+            d_kv = self.plan.delta(kv_group, self) if kv_group is not None else None
+            x, norm = self.read_in[block]
+            if d is not None:
+                ins = norm(x[:, None] + d.to(x.dtype))  # (B, rows, T, d), each input normed
+                q = _project(hw, 0, ins[:, :H]).to(q.dtype)
+                if kv_group is None:  # self-attention: k and v read the same stream
+                    k = _project(hw, 1, ins[:, H:H + G]).to(k.dtype)
+                    v = _project(hw, 2, ins[:, H + G:]).to(v.dtype)
+            if d_kv is not None:  # cross-attention: the encoder's output, its final norm
+                mem = self.encoder_out
+                ins = self.ctx.encoder_norm(mem[:, None] + d_kv.to(mem.dtype)).to(mem.dtype)
+                k = _project(hw, 1, ins[:, :G]).to(k.dtype)
+                v = _project(hw, 2, ins[:, G:]).to(v.dtype)
+            return q, k, v
+        return edit
+
+    def run(self, which: str, n: int) -> torch.Tensor:
+        with recording(self.recorder()):
+            return self.ctx.subject.run(which, n)
+
+
+def _project(hw, which: int, ins: torch.Tensor) -> torch.Tensor:
+    """q (which 0), k (1) or v (2) of each head from its own normed input (B, heads, T, d)."""
+    W, b = ((hw.W_Q, hw.b_Q), (hw.W_K, hw.b_K), (hw.W_V, hw.b_V))[which]
+    y = torch.einsum("bhtd,hed->bhte", ins, W.to(ins.dtype))  # (B, heads, T, d_head)
+    if b is not None:
+        y = y + b.to(y.dtype)[None, :, None]
+    qk_norm = (hw.q_norm, hw.k_norm, None)[which]
+    if qk_norm is not None:  # Qwen 3: a norm over each head's d_head
+        y = qk_norm(y).to(ins.dtype)
+    if which < 2 and hw.rotate is not None:  # q and k turn with their position
+        B, n, T, _ = y.shape
+        y = torch.stack([hw.rotate(y[:, :, t].reshape(B * n, -1), t).view(B, n, -1)
+                         for t in range(T)], dim=2)
+    return y
+
+
+# ---- one model and one pair ----------------------------------------------------------------
+@dataclass
+class Context:
+    """One model and one pair, ready for passes: the graph, the weights, the metric and the
+    senders' outputs of the clean and the corrupted run, per stack (S_stack, T, d)."""
+
+    subject: PatchSubject
+    graph: Graph
+    weights: dict
+    layers: list[str]
+    encoder_norm: Callable | None = None
+    token: object = None
+    against: object = None
+    metric: Metric | None = None
+    clean: dict[str, torch.Tensor] | None = None
+    corrupted: dict[str, torch.Tensor] = field(default_factory=dict)
+    corrupted_out: torch.Tensor | None = None
+    m_clean: float = 0.0
+    m_corrupted: float = 0.0
+
+    @property
+    def gap(self) -> float:
+        return self.m_clean - self.m_corrupted
+
+    def width_per_copy(self) -> int:
+        g = self.graph
+        extra = sum(len(gr.rows) * t.shape[1] * t.shape[2] for gr in g.groups
+                    for t in [self.corrupted[gr.stack]])
+        return max(self.subject.width_per_copy, 1) + 2 * extra // max(1, len(self.layers))
+
+    def clean_readout(self, readout: torch.Tensor, senders: dict) -> None:
+        """The clean run's readout (one copy) and senders: the metric and its gap."""
+        readout = readout.detach()
+        self.clean = stacked(senders)
+        self.metric = make_metric(self.subject, readout, self.token, self.against)
+        self.m_clean = float(self.metric.fn(readout)[0])
+        self.m_corrupted = float(self.metric.fn(self.corrupted_out)[0])
+        _check_gap(self.m_clean, self.m_corrupted, self.metric)
+
+
+def stacked(senders: dict) -> dict[str, torch.Tensor]:
+    return {s: torch.cat([t.detach().float()[:1] for t in ts]) for s, ts in senders.items()}
+
+
+def prepare(model, clean: str, corrupted: str, target, token, against,
+            run_clean: bool = True) -> Context:
+    """The context of one pair: checks the model, runs the corrupted input (and the clean
+    one unless ``run_clean`` is False: EAP's gradient pass is the clean run)."""
+    subject = model.patching_subject(clean, corrupted, target, -1)
+    layers = list(subject.layers)
+    weights = {b: model.head_weights(b) for b in subject.blocks}
+    for block, hw in weights.items():
+        if (hw.q_norm is not None or hw.k_norm is not None) and not hw.qk_norm_per_head:
+            raise InputError(f"{block} normalises all its heads' queries and keys together, "
+                             "so one head's input changes the others': edge attribution "
+                             "needs each head to read on its own.")
+    for layer in layers:
+        if f"{layer}.self" not in weights:
+            raise InputError(f"Edge attribution needs a self-attention block in every layer; "
+                             f"{layer} has none.")
+    kv = {b: hw.W_K.shape[0] for b, hw in weights.items()}
+    graph = Graph.build(layers, dict(subject.blocks), kv)
+    ctx = Context(subject, graph, weights, layers, token=token, against=against)
+    if "encoder" in graph.offset:
+        norm = model.final_norm("encoder")
+        ctx.encoder_norm = norm if norm is not None else (lambda x: x)
+    with torch.no_grad():
+        p = Pass(ctx, Plan())
+        ctx.corrupted_out = p.run("corrupted", 1)
+        ctx.corrupted = stacked(p.senders)
+        if run_clean:
+            p = Pass(ctx, Plan())
+            ctx.clean_readout(p.run("clean", 1), p.senders)
+    return ctx
