@@ -388,8 +388,11 @@ def test_bad_input_is_one_clear_line(gpt2):
 def test_unknown_word_is_one_clear_line():
     model = vc.load("induction", device="cpu")
     with pytest.raises(InputError) as err:
-        model.edge_attribution("apple pear", "pear apple", token="qqqzzz")
+        model.edge_attribution("apple cat", "cat apple", token="qqqzzz")
     assert "vocabulary" in _one_line(err)
+    with pytest.raises(InputError) as err:  # both unknown words read as <unk>: no difference
+        model.edge_attribution("zzzq cat dog horse", "qqqz cat dog horse")
+    assert "not in this model's vocabulary" in _one_line(err)
 
 
 def test_post_norm_model_says_why():

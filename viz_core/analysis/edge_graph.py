@@ -34,6 +34,7 @@ from ..errors import InputError
 from .patching import Metric, PatchSubject, _check_gap, make_metric
 
 CHUNK_BYTES = 256 << 20  # rough activation memory of one batch of copies
+UNKNOWN = {"<unk>", "[UNK]", "<UNK>"}  # how an unknown word is shown
 
 
 # ---- the graph -----------------------------------------------------------------------------
@@ -297,7 +298,15 @@ class Context:
         self.metric = make_metric(self.subject, readout, self.token, self.against)
         self.m_clean = float(self.metric.fn(readout)[0])
         self.m_corrupted = float(self.metric.fn(self.corrupted_out)[0])
-        _check_gap(self.m_clean, self.m_corrupted, self.metric)
+        try:
+            _check_gap(self.m_clean, self.m_corrupted, self.metric)
+        except InputError as err:
+            unknown = sum(t in UNKNOWN for t in [*self.subject.clean_tokens,
+                                                 *self.subject.corrupted_tokens])
+            if not unknown:
+                raise
+            raise InputError(f"{err} ({unknown} words are not in this model's vocabulary and "
+                             "read as the same unknown token in both texts.)") from err
 
 
 def stacked(senders: dict) -> dict[str, torch.Tensor]:

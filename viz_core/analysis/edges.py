@@ -64,7 +64,7 @@ class Gradients(Plan):
         if self.alphas is None:
             return x
         corr = self.ctx.corrupted[stack][0].to(x.dtype)
-        a = self.alphas.to(x.dtype)[:, None, None]
+        a = self.alphas.to(x.device, x.dtype)[:, None, None]
         return corr + a * (x - corr)
 
     def delta(self, group, run):
@@ -263,6 +263,8 @@ class EdgeAttribution:
         if self.context is None:
             raise InputError("This edge attribution has no model attached (loaded from a "
                              "file?): faithfulness needs the model.")
+        if not len(kept_sets):
+            return np.zeros(0)
         masks = np.stack([self._mask(k) for k in kept_sets])
         return faithfulness_of(self.context, masks)
 
