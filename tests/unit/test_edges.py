@@ -383,6 +383,10 @@ def test_bad_input_is_one_clear_line(gpt2):
     with pytest.raises(InputError) as err:
         a.faithfulness([("decoder.2.mlp", "decoder.0.mlp", "")])
     assert "no edge" in _one_line(err)
+    for bad in ({"top": -1}, {"top": "ten"}, {"threshold": "high"}):
+        with pytest.raises(InputError) as err:
+            a.circuit(**bad)
+        assert list(bad)[0] in _one_line(err)
 
 
 def test_unknown_word_is_one_clear_line():

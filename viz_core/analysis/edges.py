@@ -244,10 +244,14 @@ class EdgeAttribution:
         ranked = self.edges.reindex(self.edges["score"].abs().sort_values(
             ascending=False, kind="stable").index)
         if threshold is not None:
-            ranked = ranked[ranked["score"].abs() >= float(threshold)]
+            try:
+                t = float(threshold)
+            except (TypeError, ValueError):
+                raise InputError(f"threshold must be a number, not {threshold!r:.40}.") from None
+            ranked = ranked[ranked["score"].abs() >= t]
         if top is not None:
-            if int(top) < 0:
-                raise InputError(f"top must be 0 or more, not {top}.")
+            if isinstance(top, bool) or not isinstance(top, (int, np.integer)) or top < 0:
+                raise InputError(f"top must be a whole number, 0 or more, not {top!r:.40}.")
             ranked = ranked.head(int(top))
         return ranked
 
