@@ -79,7 +79,8 @@ def test_patching_on_ray_with_a_killed_worker_equals_in_process(tmp_path, monkey
     """Issue 23 item 8: head patching over pairs on the Ray engine, one worker killed and
     its shard retried, gives the in-process rows and summary."""
     import pandas as pd
-    from test_atlas_patching import PAIRS, pcfg, write_pairs
+
+    from tests.unit.test_atlas_patching import PAIRS, pcfg, write_pairs
 
     pairs = write_pairs(tmp_path / "pairs.csv", PAIRS)
     local = run_atlas(pcfg(pairs, tmp_path / "local"))
