@@ -170,13 +170,12 @@ def gradient_scores(ctx: Context, steps: int) -> np.ndarray:
                 key = g.groups.index(group)
                 total[key] = gr if key not in total else total[key] + gr
     scores = np.zeros(g.valid.shape)
+    diff = {s: (ctx.clean[s] - ctx.corrupted[s]).flatten(1) for s in ctx.clean}  # (S, T d)
     for key, gr in total.items():
         group = g.groups[key]
-        n = group.n_senders
-        diff = (ctx.clean[group.stack][:n] - ctx.corrupted[group.stack][:n]).flatten(1)
-        part = diff @ (gr.flatten(1) / steps).T  # (n, rows)
+        part = diff[group.stack][:group.n_senders] @ gr.flatten(1).T  # (n, rows)
         scores[g.senders_of(group), group.rows] = part.double().cpu().numpy()
-    return scores / ctx.gap
+    return scores / (steps * ctx.gap)
 
 
 @torch.no_grad()
