@@ -27,7 +27,7 @@ $(DEV_STAMP): requirements.txt requirements-dev.txt | $(PY)
 
 # No file watcher (also in .streamlit/config.toml): it costs most of a served app's CPU.
 run: $(RUNTIME_STAMP)
-	$(PY) -m streamlit run app.py --server.port $(PORT) --server.headless true \
+	$(PY) -m attention_lab.server run app.py --server.port $(PORT) --server.headless true \
 		--server.fileWatcherType none
 
 # Debian packages the tests use: chromium (browser tier), fonts-noto-cjk (CJK text in the

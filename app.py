@@ -4,6 +4,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from attention_lab.server import install as rerun_fresh_sessions
 from attention_lab.ui.navigation import st_pages
 from attention_lab.ui.runs import cap_torch_threads
 from attention_lab.ui.sidebar import sidebar
@@ -12,6 +13,7 @@ from viz_core.capture.memory import reuse_freed_memory
 
 reuse_freed_memory()  # traces reuse freed memory instead of page-faulting fresh pages
 cap_torch_threads()  # ATTENTION_LAB_TORCH_THREADS per model run (ui.runs: runs x threads fit)
+rerun_fresh_sessions()  # also under a plain `streamlit run app.py` (attention_lab/server.py)
 
 st.set_page_config(page_title="Attention Lab",
                    page_icon=str(Path(__file__).parent / "assets" / "icon.png"), layout="wide")

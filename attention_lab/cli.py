@@ -30,7 +30,7 @@ def cmd_app(args) -> int:
     env = {**APP_ENV, **os.environ}
     # no file watcher: a served app never reloads, and the watcher costs most of its CPU
     # (.streamlit/config.toml says so too; the flag holds wherever the config is)
-    argv = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(args.port),
+    argv = [sys.executable, "-m", "attention_lab.server", "run", "app.py", "--server.port", str(args.port),
             "--server.headless", "true", "--server.fileWatcherType", "none"]
     if args.address:
         argv += ["--server.address", args.address]

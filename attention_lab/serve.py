@@ -178,7 +178,7 @@ def _die_with_parent() -> None:
 def replica_argv(port: int) -> list[str]:
     """One app process: the settings a served app needs (no file watcher: see DESIGN's
     Known traps; it is most of a visit's server CPU)."""
-    return [sys.executable, "-m", "streamlit", "run", "app.py",
+    return [sys.executable, "-m", "attention_lab.server", "run", "app.py",
             "--server.port", str(port), "--server.address", "127.0.0.1",
             "--server.headless", "true", "--server.fileWatcherType", "none",
             "--server.runOnSave", "false", "--browser.gatherUsageStats", "false"]

@@ -229,7 +229,7 @@ def served_app(watcher: str | None = None, timeout: float = 120.0):
     """`streamlit run app.py` as `make run` starts it (.streamlit/config.toml decides the
     file watcher unless `watcher` is given); yields (base URL, server process)."""
     port = browser_support().free_port()
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+    cmd = [sys.executable, "-m", "attention_lab.server", "run", "app.py", "--server.port", str(port),
            "--server.address", "127.0.0.1", "--server.headless", "true"]
     if watcher:
         cmd += ["--server.fileWatcherType", watcher]
@@ -281,34 +281,71 @@ def _want(stack, layer, att, head, view) -> str:
     return f"{stack}.{layer}.{att} · head {head} · {view}"
 
 
-def _click_and_time(page, target, want: str, proc, cpu: list[float]) -> float:
-    """Mouse click on `target`'s centre, then seconds until the heatmap titled `want` is
-    drawn; appends the server's CPU seconds for the whole interaction to `cpu` (steadier
-    than wall time on a shared machine)."""
-    target.scroll_into_view_if_needed()
-    box = target.bounding_box()
-    page.wait_for_timeout(100)
-    cpu0 = _cpu(proc)
-    t0 = time.perf_counter()
-    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-    page.wait_for_function(SHOWS_JS, arg=want, timeout=60_000, polling="raf")
-    dt = time.perf_counter() - t0
-    _idle(page)
-    page.wait_for_timeout(150)
-    cpu.append(_cpu(proc) - cpu0)
-    return dt
+class Wire:
+    """The page's websocket as the browser receives it: bytes, and when the heatmap titled
+    `want` arrived, to split a latency into the server's part (click -> that element
+    received, network included) and the browser's (-> drawn)."""
+
+    def __init__(self, page):
+        self.bytes, self.want, self.arrived_at = 0, "", 0.0
+        page.on("websocket", lambda ws: ws.on("framereceived", self._received))
+
+    def expect(self, want: str) -> None:
+        self.want, self.arrived_at = json.dumps(want)[1:-1], 0.0  # as plotly escapes it
+
+    def _received(self, payload) -> None:
+        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+        now = time.perf_counter()
+        self.bytes += len(payload)
+        if not (self.want and isinstance(payload, (bytes, bytearray))):
+            return
+        msg = ForwardMsg()
+        msg.ParseFromString(bytes(payload))
+        if (msg.WhichOneof("type") == "delta"
+                and msg.delta.new_element.WhichOneof("type") == "plotly_chart"
+                and self.want in msg.delta.new_element.plotly_chart.spec):
+            self.arrived_at, self.want = now, ""
+
+
+class Interactions:
+    """Per kind of interaction: seconds to the new heatmap drawn, seconds to its element
+    received from the server, the server's CPU seconds and the bytes received."""
+
+    def __init__(self, page, proc):
+        self.page, self.proc, self.wire = page, proc, Wire(page)
+        self.seen: dict[str, dict[str, list[float]]] = {}
+
+    def click(self, kind: str | None, target, want: str) -> None:
+        """Mouse click on `target`'s centre, then wait for the heatmap titled `want` and
+        for the run's end; kind None: not recorded (a warm-up)."""
+        page = self.page
+        target.scroll_into_view_if_needed()
+        box = target.bounding_box()
+        page.wait_for_timeout(100)
+        cpu0, bytes0 = _cpu(self.proc), self.wire.bytes
+        self.wire.expect(want)
+        t0 = time.perf_counter()
+        page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        page.wait_for_function(SHOWS_JS, arg=want, timeout=60_000, polling="raf")
+        drawn = time.perf_counter() - t0
+        _idle(page)
+        page.wait_for_timeout(150)
+        if kind is None:
+            return
+        row = self.seen.setdefault(kind, {"drawn": [], "server": [], "cpu": [], "bytes": []})
+        row["drawn"].append(drawn)
+        # the heatmap's element came back (a message the browser already holds comes back
+        # as a reference to it, without the title: then the whole latency is counted)
+        row["server"].append(self.wire.arrived_at - t0 if self.wire.arrived_at else drawn)
+        row["cpu"].append(_cpu(self.proc) - cpu0)
+        row["bytes"].append(self.wire.bytes - bytes0)
 
 
 def _first_page(browser, url: str, proc) -> dict:
     ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-    received = [0]
-
-    def count(ws):
-        ws.on("framereceived", lambda payload: received.__setitem__(0, received[0] + len(
-            payload)))
-
     page = ctx.new_page()
-    page.on("websocket", count)
+    wire = Wire(page)
     cpu0, t0 = _cpu(proc), time.perf_counter()
     page.goto(url)
     page.wait_for_function(SHOWS_JS, arg="· head 0 ·", timeout=120_000, polling="raf")
@@ -317,7 +354,7 @@ def _first_page(browser, url: str, proc) -> dict:
     _idle(page)
     done = time.perf_counter() - t0
     time.sleep(0.5)
-    out = {"drawn": drawn, "done": done, "cpu": _cpu(proc) - cpu0, "bytes": received[0]}
+    out = {"drawn": drawn, "done": done, "cpu": _cpu(proc) - cpu0, "bytes": wire.bytes}
     ctx.close()
     return out
 
@@ -330,9 +367,9 @@ def interaction_rows(name: str, note: str, quick: bool) -> list[dict]:
     if not Path(CHROMIUM).exists():
         return [{"name": "latency: browser interactions", "skipped": f"no chromium at {CHROMIUM}"}]
     n_first, n_head, n_layer, n_view = (1, 2, 1, 2) if quick else (5, 20, 10, 10)
+    if os.environ.get("BENCH_LATENCY_N"):  # "first,head,layer,view": a shorter run
+        n_first, n_head, n_layer, n_view = map(int, os.environ["BENCH_LATENCY_N"].split(","))
     watcher = os.environ.get("BENCH_WATCHER") or None  # e.g. "auto": the watcher's cost
-    times: dict[str, list[float]] = {"head": [], "layer": [], "view": []}
-    cpu: dict[str, list[float]] = {"head": [], "layer": [], "view": []}
     with served_app(watcher) as (base, proc), sync_playwright() as pw:
         browser = launch_chromium(pw)
         try:
@@ -341,6 +378,7 @@ def interaction_rows(name: str, note: str, quick: bool) -> list[dict]:
             _first_page(browser, url, proc)  # loads the model, caches the trace: not timed
             first = [_first_page(browser, url, proc) for _ in range(n_first)]
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            run = Interactions(page, proc)
             page.goto(url)
             page.wait_for_function(SHOWS_JS, arg="· head 0 ·", timeout=120_000)
             _idle(page)
@@ -357,39 +395,36 @@ def interaction_rows(name: str, note: str, quick: bool) -> list[dict]:
 
             n_heads, n_layers = bounds("Head (") + 1, bounds("Layer (") + 1
             step = 1
-            for _ in range(n_head):
+            for _ in range(n_head):  # heads not shown before: each figure is built
                 stack, layer, att, head, view = _title(page)
                 if not 0 <= head + step < n_heads:
                     step = -step
-                times["head"].append(_click_and_time(page, number("Head (", step > 0),
-                                                     _want(stack, layer, att, head + step, view),
-                                                     proc, cpu["head"]))
+                run.click("head", number("Head (", step > 0),
+                          _want(stack, layer, att, head + step, view))
             step = 1
             for _ in range(n_layer):
                 stack, layer, att, head, view = _title(page)
                 if not 0 <= layer + step < n_layers:
                     step = -step
-                times["layer"].append(_click_and_time(page, number("Layer (", step > 0),
-                                                      _want(stack, layer + step, att, head, view),
-                                                      proc, cpu["layer"]))
+                run.click("layer", number("Layer (", step > 0),
+                          _want(stack, layer + step, att, head, view))
             radio = page.locator("[data-testid='stRadio']").filter(has_text="Show")
             for i in range(n_view + 2):  # the first round trip runs the model for the scores
                 stack, layer, att, head, view = _title(page)
                 other = "scores" if view == "weights" else "weights"
-                spent: list[float] = []
-                dt = _click_and_time(page, radio.get_by_text(other, exact=True),
-                                     _want(stack, layer, att, head, other), proc, spent)
-                if i >= 2:
-                    times["view"].append(dt)
-                    cpu["view"] += spent
+                run.click("view" if i >= 2 else None, radio.get_by_text(other, exact=True),
+                          _want(stack, layer, att, head, other))
         finally:
             browser.close()
     rows = []
     for kind, label in (("head", "head switch"), ("layer", "layer switch"),
                         ("view", "view radio")):
-        rows.append(_interaction_row(kind, f"latency: browser, {label} -> new heatmap drawn "
-                                     f"({note})", times[kind], note, watcher,
-                                     server_cpu_s=statistics.median(cpu[kind])))
+        seen = run.seen[kind]
+        rows.append(_interaction_row(
+            kind, f"latency: browser, {label} -> new heatmap drawn ({note})", seen["drawn"],
+            note, watcher, server_s=statistics.median(seen["server"]),
+            server_cpu_s=statistics.median(seen["cpu"]),
+            ws_kb=statistics.median(seen["bytes"]) / 1024))
     rows.append(_interaction_row(
         "first page", f"latency: browser, first page -> heatmap drawn ({note})",
         [f["drawn"] for f in first], note, watcher,

@@ -37,8 +37,8 @@ def streamlit_server(extra_env: dict | None = None, timeout: float = 90.0):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     log = open(ARTIFACTS / f"server-{port}.log", "w")  # noqa: SIM115 - closed in finally
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port",
-         str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
+        [sys.executable, "-m", "attention_lab.server", "run", str(ROOT / "app.py"),
+         "--server.port", str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
          "--server.fileWatcherType", "none"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"

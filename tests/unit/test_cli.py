@@ -225,14 +225,15 @@ def test_help_on_each_command(capsys, command):
 
 
 def test_app_runs_streamlit_on_the_apps_folder(monkeypatch):
-    """`attention-lab app` becomes `python -m streamlit run app.py` in the folder holding
-    app.py, pages/ and .streamlit/config.toml (the clone's root here), like `make run`."""
+    """`attention-lab app` becomes `python -m attention_lab.server run app.py` (Streamlit's
+    `run` after attention_lab.server.install) in the folder holding app.py, pages/ and
+    .streamlit/config.toml (the clone's root here), like `make run`."""
     seen = {}
     monkeypatch.setattr(os, "chdir", lambda path: seen.setdefault("cwd", Path(path)))
     monkeypatch.setattr(os, "execve", lambda exe, argv, env: seen.update(argv=argv, env=env))
     cli.main(["app", "--port", "8612"])
     assert seen["cwd"] == ROOT
-    assert seen["argv"][:5] == [sys.executable, "-m", "streamlit", "run", "app.py"]
+    assert seen["argv"][:5] == [sys.executable, "-m", "attention_lab.server", "run", "app.py"]
     assert seen["argv"][5:7] == ["--server.port", "8612"]
     assert (seen["cwd"] / ".streamlit" / "config.toml").is_file()
     assert seen["env"]["HF_HUB_OFFLINE"] == os.environ.get("HF_HUB_OFFLINE", "1")

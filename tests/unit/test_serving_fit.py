@@ -166,7 +166,7 @@ def test_attention_lab_app_runs_without_the_file_watcher(monkeypatch):
     monkeypatch.setattr(os, "execve", lambda exe, argv, env: seen.update(argv=argv))
     cli.main(["app", "--port", "8613"])
     argv = seen["argv"]
-    assert argv[:5] == [sys.executable, "-m", "streamlit", "run", "app.py"]
+    assert argv[:5] == [sys.executable, "-m", "attention_lab.server", "run", "app.py"]
     assert argv[argv.index("--server.fileWatcherType") + 1] == "none"
     makefile = (ROOT / "Makefile").read_text()
     run = makefile.split("\nrun:", 1)[1].split("\n\n", 1)[0]
