@@ -48,8 +48,6 @@ from ..errors import InputError
 from ..model.choices import EdgeMethod, choose
 from .edge_graph import CHUNK_BYTES, Context, Graph, Group, Pass, Plan, prepare
 
-QKV = ("q", "k", "v")
-
 
 # ---- the plans -----------------------------------------------------------------------------
 class Gradients(Plan):
