@@ -13,7 +13,7 @@ from functools import partial
 
 import streamlit as st
 
-from attention_lab.ui import faithfulness, state
+from attention_lab.ui import faithfulness, seed_example, state
 from attention_lab.ui.alignment import show_alignment
 from attention_lab.ui.attention_views import block_downloads, head_tabs
 from attention_lab.ui.cells import click_caption, clickable_chart
@@ -53,6 +53,7 @@ first = run_trace(TraceRequest.of(sel, capture=attention_capture(st.session_stat
 show_trace_messages(first)
 show_output(first)
 faithfulness.show(sel.model, sel.text, sel.target)
+seed_example.show(sel)  # en-fr: "it" follows the adjective (tired / wide)
 
 
 def _grid_clicked() -> None:

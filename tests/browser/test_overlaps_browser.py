@@ -16,6 +16,10 @@ axis-aligned hulls. The test fails when
 - a page raises, or logs a console error or a failed request (the every-page check in a
   browser, for MiniLM here and not again in test_browser.py).
 
+For en-fr the Attention page is opened once more on the textbook sentence, whose "it follows
+the adjective" box is then open: checked the same way, and its screenshot kept in
+tests/artifacts/it-follows-the-adjective.png.
+
 Every finding names the page, the chart (its title) and the two texts, so the failure
 message is the list of overlaps. Screenshots of pages with findings go to tests/artifacts;
 set OVERLAP_SHOTS=DIR to keep a screenshot of every page.
@@ -80,6 +84,23 @@ def navigation_paths() -> dict[str, str]:
 # ---- the test ----------------------------------------------------------------------------
 
 
+def seed_box_findings(tab, server, errors, shots: Path) -> list[str]:
+    """The Attention page on the tired sentence: the box is open, shows both translations
+    (il / elle) and the two bar charts without overlaps; its screenshot goes to shots."""
+    from attention_lab.ui.seed_example import PAIR
+
+    query = urllib.parse.urlencode({"model": "en-fr", "text": PAIR[0]})
+    tab.goto(f"{server}/{navigation_paths()['attention']}?{query}")
+    settle(tab)
+    assert not real_errors(errors), errors
+    box = tab.locator("[data-testid='stExpander']", has_text="follows the adjective")
+    text = box.inner_text()
+    assert "parce qu'il était trop fatigué" in text and "parce qu'elle était" in text, text
+    assert box.locator(".js-plotly-plot").count() == 1
+    box.screenshot(path=str(shots / "it-follows-the-adjective.png"))
+    return [f"en-fr / it follows the adjective: {f}" for f in page_findings(tab)]
+
+
 @pytest.fixture(scope="module")
 def server(app_server):
     return app_server
@@ -106,6 +127,8 @@ def test_no_text_overlaps_on_any_page(server, chromium_browser, tiny_models, whi
             problems += [f"{which} / {stem}: {f}" for f in found]
             if found or os.environ.get("OVERLAP_SHOTS"):
                 screenshot(tab, shots / f"overlaps-{which}-{stem}.png")
+        if which == "en-fr":  # the "it follows the adjective" box, open on its sentence
+            problems += seed_box_findings(tab, server, errors, shots)
     finally:
         tab.close()
     assert not problems, f"{len(problems)} text overlaps:\n" + "\n".join(problems)

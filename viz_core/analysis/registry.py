@@ -31,6 +31,8 @@ ANALYSES: dict[str, str] = {
     "head_entropy": "viz_core.analysis.entropy:head_entropy",
     "information_flow": "viz_core.analysis.information_flow:information_flow",
     "attention_flow": "viz_core.analysis.attention_flow:attention_flow",
+    "referent_heads": "viz_core.analysis.referent:referent_heads",
+    "referent_patching": "viz_core.analysis.referent:referent_patching",
 }
 
 

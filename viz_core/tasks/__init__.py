@@ -3,7 +3,8 @@ repeated random words for an induction model.
 
 Each task module has NAME, KIND, GENERATOR_VERSION, DESCRIPTION, EXAMPLES, DEFAULTS,
 dataset(split, n, seed) -> list[Pair], build_vocabs(pairs) and evaluate(model, vocabs,
-test, train) -> metrics.
+test, train) -> metrics; optionally train_dataset(n, seed), the training pairs when they are
+more than dataset("train", n, seed) (en-fr adds its "because it was too ADJ" sentences).
 """
 
 from __future__ import annotations

@@ -18,6 +18,17 @@ Conventions that make it so: "you" is "tu" (object "te"), "you all" is "vous"; "
 "him" -> "le", "her" -> "la", "them" -> "les", and "it" -> "le" ("it" stands for a
 masculine thing). French words never start with a vowel or mute h where elision would
 apply, so there are no apostrophes. Everything is lowercase, word-level tokens.
+
+One more construction, the textbook sentence of self-attention (Winograd's schema, as in
+Google's 2017 example): "the X did not (didn't) VERB the Y because it was too ADJ" ->
+"le/la/l'X n'a pas VERB-é le/la/l'Y parce qu'il/elle était trop ADJ". X is animate, Y a
+thing, their French genders differ, and the adjective decides what "it" is: tired, afraid,
+weak, ... -> X; wide, heavy, hot, ... -> Y. So the French pronoun (il/elle) and the
+adjective's ending (fatigué/fatiguée) show which noun the model read "it" as. Here French
+elides (l'animal, n'a, qu'il): the tokenizer makes "l'" and "n'" tokens of their own, and
+"didn't" is the tokens "didn'" and "t". Noun pairs and a few adjectives are held out of
+this construction's training data (because_dataset). The everyday grammar above is unchanged
+(EVERYDAY_VERSION): lm and induction, which read it, keep their data.
 """
 
 from __future__ import annotations
@@ -26,18 +37,23 @@ import random
 from dataclasses import dataclass, field
 
 from ..model.choices import Split
-from ..model.tokenizer import Vocab
-from .common import Pair, make_split
+from ..model.tokenizer import WORD_RE, Vocab
+from .common import Pair, make_split, normalise
 
 NAME = "en-fr"
 KIND = "encoder-decoder"
-GENERATOR_VERSION = "en-fr-1"
-DESCRIPTION = "Toy English -> French translation (agreement, adjective order, pronouns, ne...pas)"
+EVERYDAY_VERSION = "en-fr-1"  # the everyday grammar (dataset(), sample()): lm and induction
+GENERATOR_VERSION = "en-fr-2"  # en-fr-1 + the "because it was too ADJ" construction
+DESCRIPTION = ("Toy English -> French translation (agreement, adjective order, pronouns, "
+               "ne...pas; 'it' follows the adjective: il/elle)")
 EXAMPLES = ["the red car", "I see it", "I do not see the cat", "the small black cats eat the cake",
-            "she does not want a green apple", "my old dog finishes his soup"]
+            "the animal didn't cross the street because it was too tired",
+            "the animal didn't cross the street because it was too wide"]
 DEFAULTS = dict(d_model=128, n_heads=4, n_layers=2, n_decoder_layers=2, d_ff=256, dropout=0.1,
                 max_len=32, steps=4000, batch_size=64, lr=1.5e-3, warmup=300,
                 n_train=300_000, n_test=1000)
+BECAUSE_SHARE = 0.15  # train_dataset: because-construction pairs per everyday pair
+N_BECAUSE_TEST = 600  # held-out because-sentences evaluated for the card
 
 # ---- lexicon ------------------------------------------------------------------------------
 # "english|french|gender", plurals by rule unless given as "en,en_pl|fr,fr_pl|g".
@@ -364,16 +380,204 @@ def lexicon_texts() -> tuple[list[str], list[str]]:
     return en, fr
 
 
+# ---- the textbook sentence: "the X did not VERB the Y because it was too ADJ" --------------
+_NOUN = {n.en: n for n in NOUNS}
+_ANIMAL = _nouns(["animal|animal,animaux|m"], True)[0]
+_HEIGHTS = _nouns("tree|arbre|m tower|tour|f hill|colline|f".split(), False)
+_HEIGHT = {n.en: n for n in _HEIGHTS}
+# X: animate nouns of both genders ("animal" elides: l'animal)
+BECAUSE_ANIMATE = [_ANIMAL, *(_NOUN[w] for w in """cat dog horse rabbit wolf fox tiger lion monkey
+duck boy cow goat hen mouse frog turtle giraffe girl woman""".split())]
+_NEW_ADJ = {a.en: a for a in _adjectives("""wide|large busy|fréquenté crowded|bondé narrow|étroit
+dangerous|dangereux,dangereuse,dangereux,dangereuses salty|salé hard|dur spicy|épicé
+fragile|fragile high|haut steep|raide slippery|glissant afraid|effrayé weak|faible
+sleepy|somnolent shy|timide nervous|nerveux,nerveuse,nerveux,nerveuses""".split(), False)}
+_ADJ = {**{a.en: a for a in ADJECTIVES_POST + ADJECTIVES_PRE}, **_NEW_ADJ}
+# adjectives that make "it" the animate X
+ANIMATE_ADJ = [_ADJ[w] for w in "tired hungry afraid weak sick lazy sleepy sad shy nervous slow".split()]
+# verb -> (French past participle, the things Y it takes, the adjectives that make "it" Y)
+BECAUSE_VERBS = {
+    "cross": ("traversé", "street road river bridge field forest garden beach lake village city",
+              "wide long busy dangerous crowded narrow"),
+    "eat": ("mangé", "soup cake apple pie bread cheese banana carrot sandwich chocolate",
+            "hot dry salty hard spicy"),
+    "carry": ("porté", "box suitcase table chair bag basket piano desk", "heavy big wide long fragile"),
+    "push": ("poussé", "box suitcase table chair bag basket piano desk", "heavy big wide long"),
+    "climb": ("escaladé", "wall tree mountain tower hill", "high steep slippery"),
+}
+_VERB_PARTS = {v: (fr, [_NOUN.get(w) or _HEIGHT[w] for w in things.split()],
+                   [_ADJ[w] for w in adjs.split()])
+               for v, (fr, things, adjs) in BECAUSE_VERBS.items()}
+BECAUSE_THINGS = list({n.en: n for _, things, _ in _VERB_PARTS.values() for n in things}.values())
+THING_ADJ = list({a.en: a for _, _, adjs in _VERB_PARTS.values() for a in adjs}.values())
+_B_NOUN = {n.en: n for n in BECAUSE_ANIMATE + BECAUSE_THINGS}
+_B_ADJ = {a.en: a for a in ANIMATE_ADJ + THING_ADJ}
+# Held out of the construction's training data: one adjective of each class (trained only in
+# "the N was too ADJ") and a fifth of the (X, Y) noun pairs (hash of the pair).
+HELD_OUT_ADJ = ("shy", "narrow")
+HELD_OUT_PAIR_PERCENT = 20
+SIMPLE_SHARE = 0.25  # share of the construction's training pairs that are "the N was too ADJ"
+
+
+def held_out_pair(x: str, y: str) -> bool:
+    """True for the (X, Y) noun pairs never seen together in training."""
+    import hashlib
+
+    digest = hashlib.blake2b(f"{x}|{y}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % 100 < HELD_OUT_PAIR_PERCENT
+
+
+def _the(noun: Noun) -> str:
+    return "l'" if noun.fr[0] in "aeiouéè" else ("la" if noun.gender == "f" else "le")
+
+
+def because_sentence(rng: random.Random) -> Pair:
+    """'the X did not (didn't) VERB the Y because it was too ADJ' and its translation; the
+    adjective's class (animate X or thing Y) is drawn first, half and half."""
+    verb = rng.choice(list(BECAUSE_VERBS))
+    _, things, thing_adj = _VERB_PARTS[verb]
+    y = rng.choice(things)
+    x = rng.choice([n for n in BECAUSE_ANIMATE if n.gender != y.gender])
+    adj = rng.choice(ANIMATE_ADJ if rng.random() < 0.5 else thing_adj)
+    neg = rng.choice(["did not", "didn't"])
+    english = f"the {x.en} {neg} {verb} the {y.en} because it was too {adj.en}"
+    return Pair(english, translate(english))
+
+
+def simple_sentence(rng: random.Random) -> Pair:
+    """'the N was too ADJ': each adjective with nouns of its class (animate or the things of
+    one of its verbs)."""
+    if rng.random() < 0.5:
+        noun, adj = rng.choice(BECAUSE_ANIMATE), rng.choice(ANIMATE_ADJ)
+    else:
+        _, things, thing_adj = _VERB_PARTS[rng.choice(list(BECAUSE_VERBS))]
+        noun, adj = rng.choice(things), rng.choice(thing_adj)
+    english = f"the {noun.en} was too {adj.en}"
+    return Pair(english, translate(english))
+
+
+@dataclass(frozen=True)
+class BecauseParts:
+    """What a because-sentence says: its nouns, adjective and the noun "it" refers to."""
+    x: Noun
+    y: Noun
+    adj: Adjective
+    referent: str  # "animate" (it = X) | "thing" (it = Y)
+    held_out: str  # "" (a training combination) | "pair" | "adjective"
+
+    @property
+    def pronoun(self) -> str:
+        return "il" if (self.x if self.referent == "animate" else self.y).gender == "m" else "elle"
+
+
+def because_parts(english: str) -> BecauseParts:
+    """Parse a because-sentence (ValueError if it is not one)."""
+    w = split_words(english)
+    if (len(w) != 12 or w[0] != "the" or w[5] != "the" or w[2:4] not in (["did", "not"],
+                                                                           ["didn'", "t"])
+            or w[7:11] != ["because", "it", "was", "too"]):
+        raise ValueError(f"not a because-sentence: {english!r}")
+    x, y, adj = (_B_NOUN.get(w[1]), _B_NOUN.get(w[6]), _B_ADJ.get(w[11]))
+    if x not in BECAUSE_ANIMATE or y not in BECAUSE_THINGS or adj is None \
+            or w[4] not in BECAUSE_VERBS:
+        raise ValueError(f"not a because-sentence: {english!r}")
+    held = "adjective" if adj.en in HELD_OUT_ADJ else "pair" if held_out_pair(x.en, y.en) else ""
+    return BecauseParts(x, y, adj, "animate" if adj in ANIMATE_ADJ else "thing", held)
+
+
+def because_dataset(split: Split, n: int, seed: int = 0) -> list[Pair]:
+    """n pairs of the construction. "train": because-sentences of training combinations and
+    (SIMPLE_SHARE) "the N was too ADJ"; "test": distinct because-sentences with a held-out
+    noun pair or a held-out adjective, never in training whatever the seeds."""
+    rng = random.Random(f"{seed}:because:{split}")
+    out: list[Pair] = []
+    seen: set[str] = set()
+    while len(out) < n:
+        if split == "train" and rng.random() < SIMPLE_SHARE:
+            out.append(simple_sentence(rng))
+            continue
+        p = because_sentence(rng)
+        if bool(because_parts(p.source).held_out) != (split == "test") or p.source in seen:
+            continue
+        if split == "test":
+            seen.add(p.source)
+        out.append(p)
+    return out
+
+
+def train_dataset(n: int, seed: int = 0) -> list[Pair]:
+    """The training pairs: n everyday sentences and BECAUSE_SHARE * n of the construction."""
+    return dataset("train", n, seed) + because_dataset("train", round(n * BECAUSE_SHARE), seed)
+
+
+def because_lexicon_texts() -> tuple[list[str], list[str]]:
+    en = ["the did not didn't because it was too", " ".join(BECAUSE_VERBS)]
+    fr = ["l' le la n' a pas parce qu' il elle était trop",
+          " ".join(fr for fr, _, _ in _VERB_PARTS.values())]
+    for n in BECAUSE_ANIMATE + BECAUSE_THINGS:
+        en.append(n.en)
+        fr.append(n.fr)
+    for a in ANIMATE_ADJ + THING_ADJ:
+        en.append(a.en)
+        fr.append(" ".join(a.forms[:2]))
+    return en, fr
+
+
 def build_vocabs(pairs: list[Pair]) -> dict[str, Vocab]:
     """Word vocabularies over the whole lexicon (so no generated word is ever <unk>)."""
     en, fr = lexicon_texts()
-    return {"source": Vocab.build(en, "word"), "target": Vocab.build(fr, "word")}
+    b_en, b_fr = because_lexicon_texts()
+    return {"source": Vocab.build(en + b_en, "word"), "target": Vocab.build(fr + b_fr, "word")}
+
+
+def pronoun_of(french: str) -> str | None:
+    """The subject pronoun after "parce qu'" in a French output (None if there is none)."""
+    w = split_words(french)
+    for i in range(len(w) - 1):
+        if w[i] == "qu'":
+            return w[i + 1]
+    return None
+
+
+def because_metrics(model, vocabs, pairs: list[Pair]) -> dict:
+    """Pronoun accuracy (il/elle as the adjective's referent), adjective agreement and exact
+    match of greedy outputs on because-sentences, by held-out kind and by referent."""
+    from .common import exact_match
+    from .common import translate as greedy
+
+    hyps = greedy(model, vocabs["source"], vocabs["target"], [p.source for p in pairs])
+    rows = []
+    for p, h in zip(pairs, hyps):
+        parts = because_parts(p.source)
+        rows.append((parts, pronoun_of(h) == parts.pronoun,
+                     split_words(h)[-1:] == split_words(p.target)[-1:], normalise(h) == normalise(p.target)))
+
+    def acc(sel, col=1):
+        sel = list(sel)
+        return round(sum(r[col] for r in sel) / len(sel), 4) if sel else None
+
+    out = {"n": len(rows), "pronoun_accuracy": acc(rows),
+           "adjective_agreement": acc(rows, 2), "exact_match": round(exact_match(
+               hyps, [p.target for p in pairs]), 4)}
+    for kind in ("pair", "adjective"):
+        sel = [r for r in rows if r[0].held_out == kind]
+        out[f"held_out_{kind}s"] = {"n": len(sel), "pronoun_accuracy": acc(sel), **{
+            ref: acc(r for r in sel if r[0].referent == ref) for ref in ("animate", "thing")}}
+    out["errors"] = [(p.source, h, p.target) for p, h in zip(pairs, hyps)
+                     if normalise(h) != normalise(p.target)][:5]
+    return out
 
 
 def evaluate(model, vocabs, test: list[Pair], train: list[Pair]) -> dict:
+    """The everyday held-out set (exact match, BLEU) and the held-out because-sentences."""
     from .common import evaluate_translation
 
-    return evaluate_translation(model, vocabs, test, bleu=True)
+    metrics = evaluate_translation(model, vocabs, test, bleu=True)
+    held_out = because_dataset("test", N_BECAUSE_TEST, 0)
+    because = because_metrics(model, vocabs, held_out)
+    metrics["errors"] += because.pop("errors")
+    metrics["because"] = because
+    return metrics
 
 
 # ---- reference translation of any sentence of the grammar ---------------------------------
@@ -435,13 +639,41 @@ def _pronoun(words: list[str], i: int, table) -> tuple[tuple[str, str, str], int
 def translate(english: str) -> str:
     """The French translation the grammar gives an English sentence (ValueError if it is
     not a sentence of the grammar). translate("I see it") == "je le vois"."""
-    return " ".join(translate_aligned(english)[0])
+    return " ".join(translate_aligned(english)[0]).replace("' ", "'")
+
+
+def split_words(text: str) -> list[str]:
+    """The model's tokens of a text (tokenizer.Vocab's word split): lowercase words, an
+    apostrophe kept on the word before it ("didn't" -> "didn'", "t"; "l'animal" -> "l'",
+    "animal"). A sentence of the everyday grammar is its whitespace-split words."""
+    return WORD_RE.findall(text.lower())
+
+
+def _because_aligned(words: list[str]) -> tuple[list[str], Links]:
+    """'the N was too ADJ' and 'the X did not VERB the Y because it was too ADJ'."""
+    def np_at(i: int) -> tuple[Noun, list[tuple[str, int]]]:
+        noun = _B_NOUN.get(words[i + 1]) if words[i] == "the" else None
+        if noun is None:
+            raise ValueError(f"expected 'the' and a noun at {words[i:]!r}")
+        return noun, [(_the(noun), i), (noun.fr, i + 1)]
+
+    if len(words) == 5 and words[2:4] == ["was", "too"] and words[4] in _B_ADJ:
+        noun, built = np_at(0)
+        built += [("était", 2), ("trop", 3), (_B_ADJ[words[4]].agree(noun.gender, False), 4)]
+    else:
+        parts = because_parts(" ".join(words))
+        referent = parts.x if parts.referent == "animate" else parts.y
+        built = [*np_at(0)[1], ("n'", 3), ("a", 2), ("pas", 3), (_VERB_PARTS[words[4]][0], 4),
+                 *np_at(5)[1], ("parce", 7), ("qu'", 7), (parts.pronoun, 8), ("était", 9),
+                 ("trop", 10), (parts.adj.agree(referent.gender, False), 11)]
+    return [w for w, _ in built], sorted((j, k) for j, (_, k) in enumerate(built))
 
 
 def translate_aligned(english: str) -> tuple[list[str], Links]:
     """translate(), word by word: (French words, links), links being (French word index,
-    English word index) pairs over english.lower().split(), sorted. Every French word has at
-    least one link: what it translates.
+    English word index) pairs over the tokens of both (split_words: english.lower().split() for
+    the everyday grammar; "didn't" and "l'animal" are two tokens), sorted. Every French word
+    has at least one link: what it translates.
 
     - nouns, adjectives (before or after the noun), determiners and possessives: their
       English word ("la voiture rouge" <- "the red car": la-the, voiture-car, rouge-red);
@@ -452,11 +684,15 @@ def translate_aligned(english: str) -> tuple[list[str], Links]:
     - the verb: its English word(s) ("cherche" <- "look for"); under negation also the
       auxiliary "do"/"does", which is where English marks the person that French marks on
       the verb's ending ("vois" <- "do", "see");
-    - "ne" and "pas" both link "not".
+    - "ne" and "pas" both link "not";
+    - because-sentences: "n'" and "pas" link "not" (or the "t" of "didn't"), "a" links
+      "did", the participle its verb, "parce" and "qu'" link "because", il/elle "it".
     """
-    words = english.lower().split()
+    words = split_words(english)
     if not words:
         raise ValueError("empty sentence")
+    if "too" in words:  # the textbook sentence (see because_sentence)
+        return _because_aligned(words)
     links: Links = []
     if words[0] in _EN_DETS:
         fr, person, i, links = _parse_np_aligned(words, 0, False)
@@ -512,11 +748,11 @@ def translate_aligned(english: str) -> tuple[list[str], Links]:
 
 def word_alignment(pair: Pair) -> Links:
     """(French word index, English word index) links of a pair whose target is the
-    grammar's translation of its source (both split on whitespace, lowercased); ValueError
+    grammar's translation of its source (both in tokens, lowercased: split_words); ValueError
     when the source is not a sentence of the grammar or the target is not its translation
     (a model's mistake), so no reference alignment is known."""
     fr, links = translate_aligned(pair.source)
-    if pair.target.lower().split() != fr:
+    if split_words(pair.target) != fr:
         raise ValueError(f"{pair.target!r} is not the translation of {pair.source!r}: "
                          f"{' '.join(fr)!r}")
     return links

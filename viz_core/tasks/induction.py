@@ -26,7 +26,7 @@ from .common import Pair, make_split
 
 NAME = "induction"
 KIND = "decoder-only"
-GENERATOR_VERSION = "induction-1+" + en_fr.GENERATOR_VERSION
+GENERATOR_VERSION = "induction-1+" + en_fr.EVERYDAY_VERSION
 DESCRIPTION = ("Two-layer induction model: random words of the toy lexicon, then the same "
                "words again (A B C … A B C …). A previous-token head in layer 0 and an "
                "induction head in layer 1 copy the repeated half (Olsson et al., 2022)")

@@ -16,7 +16,7 @@ from .common import Pair, lm_perplexity, make_split, unigram_perplexity
 
 NAME = "lm"
 KIND = "decoder-only"
-GENERATOR_VERSION = "lm-1+" + en_fr.GENERATOR_VERSION
+GENERATOR_VERSION = "lm-1+" + en_fr.EVERYDAY_VERSION
 DESCRIPTION = "Small GPT-style language model of the toy English grammar (causal attention)"
 EXAMPLES = ["the red", "i do not", "the small black cats", "she sees", "my old dog does not",
             "we"]

@@ -95,7 +95,9 @@ def train(task: str, out: str | Path | None = None, *, steps: int | None = None,
     random.seed(seed)
     torch.manual_seed(seed)
 
-    train_pairs = mod.dataset("train", n_train, seed)
+    # a task may add training data beyond its held-out split's kind (en-fr: the textbook sentence)
+    train_pairs = (mod.train_dataset(n_train, seed) if hasattr(mod, "train_dataset")
+                   else mod.dataset("train", n_train, seed))
     test_pairs = mod.dataset("test", n_test, seed) if n_test else []
     vocabs = mod.build_vocabs(train_pairs)
     settings = {k: d[k] for k in MODEL_FIELDS if k in d}
@@ -165,6 +167,11 @@ def train(task: str, out: str | Path | None = None, *, steps: int | None = None,
     metrics, compared = {}, {}
     if evaluate and test_pairs:
         metrics = mod.evaluate(model, vocabs, test_pairs, train_pairs)
+        if task == "en-fr":  # the heads behind il / elle in the textbook sentence
+            from .because_report import referent_report
+
+            texts = [p.source for p in mod.because_dataset("test", mod.N_BECAUSE_TEST, 0)]
+            metrics["because"].update(referent_report(model, vocabs, texts))
         for other in compare or []:
             o_model, o_vocabs, o_card = load_checkpoint(other)
             if o_card.get("task", task) != task:
