@@ -94,7 +94,7 @@ def show(sel) -> None:
         street = [float(p["weights"][6]) for p in panels]
         tops = [literal(p["tokens"][int(p["weights"].argmax())]) for p in panels]
         st.caption(
-            f"Blue: the noun “it” refers to; orange: the other noun. This head puts "
+            f"Blue: the noun “it” refers to; orange: the other noun. The head puts "
             f"{animal[0]:.2f} on animal and {street[0]:.2f} on street with tired (most on "
             f"“{tops[0]}”), {animal[1]:.2f} and {street[1]:.2f} with wide (most on "
             f"“{tops[1]}”). The default head is the one whose patching moves il/elle most "
