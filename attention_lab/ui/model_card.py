@@ -23,8 +23,9 @@ def readable(key: str, value, nested: bool = False) -> str:
         return f"{value:,}"
     if key == "kind" and value in KIND_WORDS:
         return KIND_WORDS[value]
-    if isinstance(value, (list, tuple)):
-        return ", ".join(str(v) for v in value)
+    if isinstance(value, (list, tuple)):  # a list of dicts (en-fr's heads): one (...) each
+        return ", ".join(f"({readable(key, v, nested)})" if isinstance(v, dict) else
+                         readable(key, v, nested) for v in value)
     if isinstance(value, dict):
         return ", ".join(f"{str(k).replace('_', ' ')}: {readable(str(k), v, nested=True)}"
                          for k, v in value.items()) or "—"

@@ -95,6 +95,9 @@ def test_model_card_rows_are_readable():
     assert rows["Kind"].startswith("encoder only")
     assert rows["Loaded from"] == "—"
     assert rows["Trained steps"] == "3422"
+    card = {"metrics": {"top": [{"block": "encoder.1.self", "head": 0}, {"head": 1000}]}}
+    rows = {r["field"]: r["value"] for r in model_card_rows(info, card)}  # en-fr's heads
+    assert rows["Metrics"] == "top: (block: encoder.1.self, head: 0), (head: 1,000)"
     assert model_metrics(info) == [("Layers", "6"), ("Heads", "12"), ("d_model", "384"),
                                    ("Parameters", "22.7 M")]
     assert model_metrics({"kind": "encoder-decoder", "layers": 2, "decoder_layers": 2,
