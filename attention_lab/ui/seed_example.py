@@ -76,7 +76,7 @@ def show(sel) -> None:
             ref = referent_of(text)
             row = query_row(kind, block)
             output = trace.output_text or ""
-            lines.append(f"{text}  →  {output}")
+            lines.append(f"{text}\n→ {output}")
             if row is None:
                 st.caption(literal(f"The model's output {output!r} has no “qu'”, so there is "
                                    "no row writing the pronoun."))
@@ -86,7 +86,8 @@ def show(sel) -> None:
                                     f"{ref.words[ref.right]}",
                            "tokens": list(block.key_tokens), "weights": weights,
                            "right": ref.right, "wrong": ref.wrong})
-        st.code("\n".join(lines), language=None)
+        for column, line in zip(st.columns(2), lines):  # each sentence and its translation
+            column.code(line, language=None, wrap_lines=True)
         fig = referent_panels(panels, title=f"{kind.split('.')[0]} layer {layer} · head "
                                             f"{head}: attention from {QUERY[kind]}")
         chart(fig, key="it_follows", name=f"it-follows-{kind}-{layer}-{head}")
