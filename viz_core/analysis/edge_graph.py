@@ -126,7 +126,10 @@ class Graph:
 # ---- one forward pass with edits -----------------------------------------------------------
 class Plan:
     """What one pass changes (subclasses): the embeddings, where the batch widens, and each
-    group's input change (B, rows, T, d) or None."""
+    group's input change (B, rows, T, d) or None. ``senders``: whether the pass keeps every
+    sender's output (else only the embeddings, for their shape)."""
+
+    senders = True
 
     def embed(self, stack: str, x: torch.Tensor) -> torch.Tensor:
         return x
@@ -182,7 +185,8 @@ class Pass:
 
     def _keep(self, stack: str):
         def edit(out):
-            self.senders[stack].append(out)
+            if self.plan.senders:
+                self.senders[stack].append(out)
             return out
         return edit
 
@@ -190,6 +194,8 @@ class Pass:
         W_O = self.ctx.weights[block].W_O  # (H, d_model, d_v)
 
         def edit(z):  # z (B, T, H, d_v) -> each head's write into the stream
+            if not self.plan.senders:
+                return z
             out = torch.einsum("bthv,hdv->hbtd", z, W_O.to(z.dtype))
             self.senders[stack].extend(out.unbind(0))
             return z

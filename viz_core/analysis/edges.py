@@ -57,13 +57,14 @@ class Gradients(Plan):
 
     def __init__(self, ctx: Context, alphas: torch.Tensor | None):
         self.ctx, self.alphas, self.zeros = ctx, alphas, {}
+        self.senders = ctx.clean is None  # this pass is also the clean run
 
     def embed(self, stack, x):
         if self.alphas is None:
             return x
         corr = self.ctx.corrupted[stack][0].to(x.dtype)
         a = self.alphas.to(x.device, x.dtype)[:, None, None]
-        return corr + a * (x - corr)
+        return torch.where(a == 1, x, corr + a * (x - corr))  # alpha 1: the clean run, exactly
 
     def delta(self, group, run):
         x = run.senders[group.stack][0]
@@ -77,6 +78,8 @@ class Gradients(Plan):
 class EdgePatches(Plan):
     """Copy i of the batch reads sender s_i's corrupted output at receiver r_i (all in one
     group). Decoder-only models share the run below the group's layer (one copy, widened)."""
+
+    senders = False
 
     def __init__(self, ctx: Context, pairs: list[tuple[int, int]], group: Group,
                  share: bool):
@@ -142,13 +145,13 @@ def _chunk(ctx: Context) -> int:
 
 def gradient_scores(ctx: Context, steps: int) -> np.ndarray:
     """(S, R): EAP (steps=1) or EAP-IG scores, normalised by the gap. A context without the
-    clean run (EAP) gets it from the gradient pass, which is that run."""
+    clean run gets it from the first gradient pass's alpha = 1 copy, which is that run."""
     g = ctx.graph
     total: dict[int, torch.Tensor] = {}
-    if ctx.clean is None:
+    if steps == 1:
         batches = [None]
-    else:
-        alphas = torch.arange(1, steps + 1, dtype=torch.float32) / steps
+    else:  # alpha = 1 (the clean run, copy 0 of the first batch) first
+        alphas = torch.arange(steps, 0, -1, dtype=torch.float32) / steps
         batches = list(alphas.split(_chunk(ctx)))
     for a in batches:
         plan = Gradients(ctx, a)
@@ -156,7 +159,7 @@ def gradient_scores(ctx: Context, steps: int) -> np.ndarray:
         with torch.enable_grad():
             readout = run.run("clean", 1 if a is None else len(a))
             if ctx.clean is None:
-                ctx.clean_readout(readout, run.senders)
+                ctx.clean_readout(readout[:1], run.senders)
             m = ctx.metric.fn(readout).sum()
             keys = list(plan.zeros)
             grads = torch.autograd.grad(m, [plan.zeros[k][1] for k in keys],
@@ -309,7 +312,7 @@ def edge_attribution(model, clean: str, corrupted: str, *, target: str | None = 
         raise InputError(f"steps must be a whole number from 1 to 1000, not {steps!r}.")
     _check_model(model)
     ctx = prepare(model, clean, corrupted, target, token, against,
-                  run_clean=method != "eap")
+                  run_clean=method == "exact")  # EAP's and EAP-IG's gradient pass is that run
     if method == "exact":
         scores = exact_scores(ctx)
     else:
