@@ -92,7 +92,11 @@ checkpoints: $(RUNTIME_STAMP)
 	$(PY) -m viz_core.training.train --task lm --out checkpoints/lm --steps 1500
 	$(PY) -m viz_core.training.train --task lm --out checkpoints/lm-rope --name lm-rope --steps 1500 \
 		--positional rope --kv-heads 2 --norm rmsnorm --compare checkpoints/lm
-	$(PY) -m viz_core.training.train --task induction --out checkpoints/induction --steps 3000 --seed 2
+	$(PY) -m viz_core.training.train --task induction --out checkpoints/induction --steps 3000 --seed 2 \
+		--n-test 0
+	$(PY) -m viz_core.training.train --task induction --init checkpoints/induction \
+		--out checkpoints/induction --curriculum --rope-base 10000 --steps 3000 --lr 0.003 \
+		--warmup 100 --seed 2 --eval-every 500
 	$(PY) -m viz_core.training.distil --out checkpoints/minilm-student
 
 clean:

@@ -77,7 +77,11 @@ def test_files_config_and_card(model):
     assert 4 <= len(card["examples"]) <= 6
     by_length = card["metrics"]["by_length"]
     assert list(by_length) == ["256 tokens", "1,024 tokens", "8,192 tokens"]
-    assert all(set(v) == {"first_half", "repeated_half"} for v in by_length.values())
+    scores = {"first_half", "repeated_half", "repeated_half_accuracy"}
+    assert all(set(v) == scores for v in by_length.values())
+    by_half = card["metrics"]["by_half"]
+    assert list(by_half) == ["32 words", "128 words", "512 words"]
+    assert all(set(v) == scores for v in by_half.values())
     assert model.max_tokens == 8192 and model.info()["positional_kind"] == "rotary"
 
 
@@ -92,6 +96,12 @@ def test_half_losses_match_a_plain_cross_entropy(model, ids):
     # same model, same kernel; batched vs unbatched float32 sums
     assert first == pytest.approx(float(nll[:h].mean()), abs=1e-5)
     assert second == pytest.approx(float(nll[h:].mean()), abs=1e-5)
+    # accuracy: the repeat's words after its first, w_2 .. w_h', each predicted by the argmax
+    # at the word before it (logits row t predicts seq[t + 1]; the repeat starts at seq[h + 1])
+    rows = range(h + 1, len(seq) - 1)
+    right = [int(logits[t].argmax()) == seq[t + 1] for t in rows]
+    scores = induction.half_scores(model.model, [seq])
+    assert scores["repeated_half_accuracy"] == sum(right) / len(right)
 
 
 def test_repeated_half_is_ten_times_easier(model, ids):
@@ -102,6 +112,19 @@ def test_repeated_half_is_ten_times_easier(model, ids):
           f"{second:.4f}, ratio {first / second:.1f}")
     assert first > 5.5  # nothing to learn in the first half: near the uniform ln 445
     assert first >= 10 * second
+
+
+@pytest.mark.parametrize("half,n", [(32, 8), (128, 4), (512, 2)])
+def test_the_circuit_holds_at_every_length(model, half, n):
+    """Issue 30 item 4: on held-out sequences of halves far beyond the first training stage's
+    (8-24 words), the repeated half is still predicted: next-word accuracy >= 0.9 at halves
+    of 32, 128 and 512 words (65 to 1,025 positions)."""
+    seqs = induction.held_out_sequences(model.tgt_vocab, half, n, SEED)
+    assert all(len(s) == 2 * half + 1 and s[1:half + 1] == s[half + 1:] for s in seqs)
+    scores = induction.half_scores(model.model, seqs, batch_size=max(1, 4096 // (2 * half)))
+    print(f"\nhalves of {half} words ({n} held-out sequences): {scores}")
+    assert scores["repeated_half_accuracy"] >= 0.9
+    assert scores["first_half"] > 5.5  # the first half stays unpredictable
 
 
 def test_atlas_finds_previous_token_and_induction_heads(roles, circuit):

@@ -16,6 +16,7 @@ set and writes their metrics into the card beside this model's.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import random
 import time
@@ -69,7 +70,8 @@ def train(task: str, out: str | Path | None = None, *, steps: int | None = None,
           n_train: int | None = None, n_test: int | None = None, evaluate: bool = True,
           progress: bool = True, threads: int | None = 1, log_every: int = 50,
           init: str | Path | None = None, name: str | None = None,
-          compare: list[str | Path] | None = None, **model_overrides) -> dict:
+          compare: list[str | Path] | None = None, curriculum: bool = False,
+          eval_every: int | None = None, **model_overrides) -> dict:
     """Train one task; returns {"model", "vocabs", "losses", "metrics", "card"}.
 
     model_overrides: any of MODEL_FIELDS (d_model, n_heads, n_layers, ...).
@@ -78,6 +80,12 @@ def train(task: str, out: str | Path | None = None, *, steps: int | None = None,
     name: the model's name in its card (default: the task's).
     compare: checkpoint dirs of the same task evaluated on the same held-out set with the
     same code; their metrics go into the card under "compared" ({dir name: metrics}).
+    curriculum: each step's batch comes from the task's ``curriculum_batch(rng, progress,
+    vocabs)`` (fresh sequences, lengths that grow with progress) instead of batch_size pairs
+    of its training set (induction's second stage). With init, a ``rope_base`` given here
+    replaces the checkpoint's (the weights are kept: nothing of the rotation is learned).
+    eval_every: every that many steps, print the task's ``progress(model, vocabs)`` (a quick
+    held-out measure; it changes nothing of the training).
     """
     mod = get_task(task)
     d = dict(mod.DEFAULTS)
@@ -115,6 +123,11 @@ def train(task: str, out: str | Path | None = None, *, steps: int | None = None,
     init_card = None
     if init is not None:
         model, vocabs, init_card = load_checkpoint(init)
+        base = model_overrides.get("rope_base")
+        if base is not None and model.cfg.positional == "rope" and base != model.cfg.rope_base:
+            state = model.state_dict()
+            model = Transformer(dataclasses.replace(model.cfg, rope_base=float(base)).validate())
+            model.load_state_dict(state)
         cfg = model.cfg
         before = {k: init_card.get(k, 0) for k in before}
     else:
@@ -128,6 +141,14 @@ def train(task: str, out: str | Path | None = None, *, steps: int | None = None,
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=lr, betas=(0.9, 0.98), eps=1e-9)
     loss_fn = nn.CrossEntropyLoss(ignore_index=cfg.pad_id, label_smoothing=label_smoothing)
+    # the task's set-up of a curriculum, and the rows it keeps as they are (induction: the
+    # previous-token head's query and key), put back after every step (AdamW's weight decay
+    # moves them even without a gradient)
+    params = dict(model.named_parameters())
+    kept_names = (mod.curriculum_start(model, vocabs)
+                  if curriculum and hasattr(mod, "curriculum_start") else [])
+    kept = [(params[name], rows, params[name].detach()[rows].clone())
+            for name, rows in kept_names]
     # batches: fresh ones when continuing from a checkpoint
     rng = random.Random(f"{seed}:{before['train_steps']}" if before["train_steps"] else seed)
     losses: list[float] = []
@@ -145,16 +166,24 @@ def train(task: str, out: str | Path | None = None, *, steps: int | None = None,
         frac = max(step / steps, elapsed / budget if budget else 0.0)
         for group in opt.param_groups:
             group["lr"] = lr * lr_factor(step, warmup, frac)
-        src, dec_in, dec_out = make_batch(rng.sample(examples, batch_size), cfg.pad_id)
+        batch = (mod.curriculum_batch(rng, frac, vocabs) if curriculum
+                 else rng.sample(examples, batch_size))
+        src, dec_in, dec_out = make_batch(batch, cfg.pad_id)
         logits = model(src, dec_in)  # (B, T, V)
         loss = loss_fn(logits.reshape(-1, logits.shape[-1]), dec_out.reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        with torch.no_grad():
+            for param, rows, value in kept:
+                param[rows] = value
         losses.append(loss.item())
         tokens += int((dec_out != cfg.pad_id).sum()) + (0 if src is None else int(
             (src != cfg.pad_id).sum()))
+        if eval_every and (step + 1) % eval_every == 0 and hasattr(mod, "progress"):
+            bar.write(f"step {step + 1}: {mod.progress(model, vocabs)}")
+            model.train()
         if step % log_every == 0:
             recent = losses[-log_every:]
             bar.set_postfix(loss=f"{sum(recent) / len(recent):.3f}",
@@ -203,6 +232,12 @@ def train(task: str, out: str | Path | None = None, *, steps: int | None = None,
                                 "norm": cfg.norm}
     if compared:
         card["compared"] = compared
+    if curriculum:
+        card["training"]["curriculum"] = dict(getattr(mod, "CURRICULUM", {}))
+        if kept_names:
+            card["training"]["kept_rows"] = {name: [int(rows[0]), int(rows[-1]) + 1]
+                                             for name, rows in kept_names}
+        card["training"].pop("batch_size")  # the curriculum's batches are its own
     if init_card is not None:  # keep the history: the run this one continued
         card["training"]["continued_from"] = {
             "train_steps": before["train_steps"], "training": init_card.get("training")}
@@ -239,6 +274,10 @@ def main(argv=None) -> None:
     ap.add_argument("--n-test", type=int)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--init", help="checkpoint dir to continue training from")
+    ap.add_argument("--curriculum", action="store_true",
+                    help="batches from the task's length curriculum (induction's second stage)")
+    ap.add_argument("--eval-every", type=int,
+                    help="print the task's quick held-out measure every N steps (induction)")
     ap.add_argument("--max-minutes", type=float)
     # One thread by default: on a shared 2-core machine, 2 threads spin-wait on each other
     # and run these small models up to 20x slower.
@@ -250,7 +289,8 @@ def main(argv=None) -> None:
         n_train=a.n_train, n_test=a.n_test, threads=a.threads, d_model=a.d_model,
         n_heads=a.heads, n_layers=a.layers, n_decoder_layers=a.decoder_layers or a.layers,
         d_ff=a.d_ff, dropout=a.dropout, init=a.init, name=a.name, compare=a.compare,
-        n_kv_heads=a.kv_heads, positional=a.positional, rope_base=a.rope_base, norm=a.norm)
+        n_kv_heads=a.kv_heads, positional=a.positional, rope_base=a.rope_base, norm=a.norm,
+        curriculum=a.curriculum, eval_every=a.eval_every)
     metrics = result["metrics"]
     for src, hyp, ref in metrics.get("errors", []):
         print(f"  error: {src!r} -> {hyp!r} (expected {ref!r})")
