@@ -246,3 +246,40 @@ def test_traces_8192_tokens(model):
     np.testing.assert_allclose(rows.sum(-1), 1.0, atol=1e-4)
     overview = block.overview(64)
     assert overview.shape == (model.cfg.n_heads, 64, 64)
+
+
+def test_second_stage_keeps_the_previous_token_head_and_adds_a_two_back_head():
+    """make checkpoints' second stage (train --curriculum): ``curriculum_start`` names the
+    previous-token head's query/key rows (and layer 1's second head's) to keep, and starts
+    the other layer-0 head as the previous-token head turned one position back: it attends
+    two positions back. Training puts the kept rows back after every step (weight decay
+    moves them otherwise)."""
+    from viz_core.capture.recorder import Recorder, full_pattern, recording
+    from viz_core.model.checkpoint import load_checkpoint
+    from viz_core.training.train import train
+
+    net, vocabs, _ = load_checkpoint(CHECKPOINTS / "induction")
+    kept = induction.curriculum_start(net, vocabs)
+    assert {name for name, _ in kept} == {f"decoder.{layer}.self_attn.{w}.{kind}"
+                                          for layer in (0, 1) for w in ("W_Q", "W_K")
+                                          for kind in ("weight", "bias")}
+    seqs = induction.held_out_sequences(vocabs["target"], 16, 2, SEED)
+    with torch.no_grad(), recording(Recorder(keep=lambda n: n == L0)) as rec:
+        net.decode(torch.tensor(seqs))
+    p = full_pattern(rec.records[L0][0]).float()  # (B, H, T, T)
+    t = torch.arange(2, p.shape[-1])
+    d_k = net.cfg.d_model // net.cfg.n_heads
+    prev = int(kept[0][1][0]) // d_k  # layer 0's W_Q rows of the kept head
+    other = 1 - prev
+    assert float(p[:, prev, t, t - 1].mean()) >= 0.8  # kept: still the previous token
+    assert float(p[:, other, t, t - 2].mean()) >= 0.8  # the copy turned back: two back
+
+    result = train("induction", None, init=CHECKPOINTS / "induction", curriculum=True,
+                   steps=3, lr=0.05, warmup=1, rope_base=10_000.0, n_train=64, n_test=0,
+                   progress=False, evaluate=False)
+    trained = dict(result["model"].named_parameters())
+    started = dict(net.named_parameters())
+    for name, rows in kept:  # bit for bit, even at a large learning rate
+        assert torch.equal(trained[name][rows], started[name][rows]), name
+    moved = [n for n in trained if not torch.equal(trained[n], started[n])]
+    assert "decoder.1.self_attn.W_V.weight" in moved  # the rest did train
