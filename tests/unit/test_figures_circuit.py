@@ -1,0 +1,80 @@
+"""The circuit figure (viz_core.figures.circuit) on the shipped induction model's edge
+attribution: the drawn edges are exactly the kept ones (``EdgeAttribution.circuit``), blue
+for a positive score and red for a negative one, widths proportional to |score| with the
+largest at MAX_WIDTH; layers are columns (embed left, logits right); the faithfulness
+curve plots what it is given."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import viz_core as vc
+from viz_core.figures.circuit import (
+    MAX_WIDTH,
+    MIN_WIDTH,
+    NEGATIVE,
+    POSITIVE,
+    circuit_figure,
+    faithfulness_figure,
+    node_positions,
+)
+
+CLEAN = "cat sees the red king cat sees the red"
+CORRUPTED = "cat sees the blue king cat sees the red"  # "red" first seen before "blue"
+
+
+@pytest.fixture(scope="module")
+def attribution():
+    return vc.load("induction", device="cpu").edge_attribution(CLEAN, CORRUPTED, method="eap")
+
+
+def _edge_traces(fig):
+    return [t for t in fig.data if t.name == "edge"]
+
+
+@pytest.mark.parametrize("top", [1, 8, 20])
+def test_drawn_edges_are_the_kept_ones_with_sign_colours_and_widths(attribution, top):
+    kept = attribution.circuit(top=top)
+    fig = circuit_figure(attribution.edges, kept)
+    traces = _edge_traces(fig)
+    drawn = {tuple(t.customdata[0][:3]): t for t in traces}
+    assert len(traces) == top == len(drawn)
+    assert set(drawn) == set(zip(kept["sender"], kept["receiver"], kept["input"]))
+    assert (kept["score"] > 0).any() and (top < 8 or (kept["score"] < 0).any())
+    biggest = kept["score"].abs().max()
+    for _, e in kept.iterrows():
+        t = drawn[(e["sender"], e["receiver"], e["input"])]
+        assert t.line.color == (POSITIVE if e["score"] > 0 else NEGATIVE)
+        want = MIN_WIDTH + (MAX_WIDTH - MIN_WIDTH) * abs(e["score"]) / biggest
+        assert t.line.width == pytest.approx(want)
+        assert t.customdata[0][3] == pytest.approx(e["score"])
+    assert max(t.line.width for t in traces) == pytest.approx(MAX_WIDTH)
+
+
+def test_layers_are_columns(attribution):
+    names = list(dict.fromkeys([*attribution.edges["sender"], *attribution.edges["receiver"]]))
+    pos = node_positions(names)
+    assert pos["embed"][0] == 0
+    assert pos["decoder.0.self.h0"][0] == pos["decoder.0.self.h1"][0] == 1
+    assert pos["decoder.1.self.h0"][0] == pos["decoder.1.self.h1"][0] == 2
+    assert 1 < pos["decoder.0.mlp"][0] < 2 < pos["decoder.1.mlp"][0] < pos["logits"][0]
+    # every edge goes left to right (a sender writes only into later components)
+    for s, r in zip(attribution.edges["sender"], attribution.edges["receiver"]):
+        assert pos[s][0] < pos[r][0]
+    nodes = next(t for t in circuit_figure(attribution.edges, attribution.circuit(top=3)).data
+                 if t.name == "nodes")
+    assert {c[0] for c in nodes.customdata} == set(names)
+
+
+def test_no_edges_kept_draws_the_nodes_only(attribution):
+    fig = circuit_figure(attribution.edges, attribution.circuit(top=0))
+    assert not _edge_traces(fig)
+    assert any(t.name == "nodes" for t in fig.data)
+
+
+def test_faithfulness_curve_plots_its_points():
+    fig = faithfulness_figure([0, 5, 46], [0.0, 0.8, 1.0], kept=5, kept_value=0.8)
+    line, mark = fig.data
+    assert list(line.x) == [0, 5, 46] and np.allclose(line.y, [0.0, 0.8, 1.0])
+    assert list(mark.x) == [5] and list(mark.y) == [0.8]

@@ -1,0 +1,155 @@
+"""Figures of a circuit (viz_core.analysis.edges): the kept edges of the residual-stream graph,
+and the faithfulness curve (edges kept against faithfulness).
+
+The graph: layers as columns, left to right in model order (an encoder's layers before a
+decoder's); ``embed`` on the left, ``logits`` on the right; in each layer's column its heads
+(self-attention, then cross-attention) top to bottom, and its MLP a little to the right of
+them (a head writes into its own layer's MLP). One line per kept edge, blue when the edge
+carries the clean answer (score > 0), red when it works against it, its width growing with
+|score| (the largest kept |score| is MAX_WIDTH); a q input is a solid line, k dashed, v
+dotted. Each edge's trace carries ``customdata`` [sender, receiver, input, score] and each
+node's marker its component name, so a page can open a clicked head.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from .common import layout_dict, plot_text
+
+POSITIVE = "#1c7ed6"  # blue: the edge carries the clean answer
+NEGATIVE = "#e03131"  # red: it pushes towards the corrupted one
+NODE_COLOR = "#495057"
+MIN_WIDTH, MAX_WIDTH = 1.0, 9.0
+DASH = {"q": "solid", "k": "dash", "v": "dot", "": "solid"}
+MLP_DX = 0.45  # an MLP sits this far right of its layer's heads
+HEAD = re.compile(r"^(?:(encoder|decoder)\.)?(\d+)\.(self|cross)\.h(\d+)$")
+MLP = re.compile(r"^(?:(encoder|decoder)\.)?(\d+)\.mlp$")
+
+
+def edge_color(score: float) -> str:
+    return POSITIVE if score > 0 else NEGATIVE
+
+
+def edge_widths(scores) -> np.ndarray:
+    """Line widths of edges: MIN_WIDTH + (MAX_WIDTH - MIN_WIDTH) * |score| / max |score|."""
+    s = np.abs(np.asarray(scores, dtype=float))
+    top = s.max() if len(s) else 0.0
+    if not top > 0:
+        return np.full(len(s), MIN_WIDTH)
+    return MIN_WIDTH + (MAX_WIDTH - MIN_WIDTH) * s / top
+
+
+def _order(stack: str | None) -> int:
+    return 0 if stack == "encoder" else 1
+
+
+def node_positions(names: Sequence[str]) -> dict[str, tuple[float, float]]:
+    """(x, y) of every component: a column per (stack, layer) in model order, heads top to
+    bottom then the MLP to their right; embeddings at x = 0, logits after the last column."""
+    layers: dict[tuple[int, int], dict] = {}
+    embeds, other = [], []
+    for n in dict.fromkeys(names):
+        h, m = HEAD.match(n), MLP.match(n)
+        if h:
+            col = layers.setdefault((_order(h[1]), int(h[2])), {"heads": [], "mlp": None})
+            col["heads"].append(((h[3] != "self", int(h[4])), n))
+        elif m:
+            layers.setdefault((_order(m[1]), int(m[2])), {"heads": [], "mlp": None})["mlp"] = n
+        elif n.endswith("embed"):
+            embeds.append(n)
+        else:
+            other.append(n)  # logits
+    pos: dict[str, tuple[float, float]] = {}
+    tallest = max([len(c["heads"]) for c in layers.values()] + [1])
+    mid = (tallest - 1) / 2
+    for x, key in enumerate(sorted(layers), start=1):
+        col = layers[key]
+        for y, (_, n) in enumerate(sorted(col["heads"])):
+            pos[n] = (float(x), -float(y))
+        if col["mlp"]:
+            pos[col["mlp"]] = (x + MLP_DX, -mid)
+    for i, n in enumerate(sorted(embeds, key=lambda e: _order(e.split(".")[0]))):
+        pos[n] = (0.0, -mid - (i - (len(embeds) - 1) / 2))
+    for n in other:
+        pos[n] = (len(layers) + 1.0, -mid)
+    return pos
+
+
+def short_name(name: str) -> str:
+    """"decoder.1.self.h0" -> "L1 h0", "encoder.0.cross.h2" -> "E0 cross h2", "decoder.0.mlp"
+    -> "MLP 0"."""
+    h, m = HEAD.match(name), MLP.match(name)
+    pre = "E" if (h or m) and (h or m)[1] == "encoder" else "L"
+    if h:
+        return f"{pre}{h[2]} {'cross ' if h[3] == 'cross' else ''}h{h[4]}"
+    if m:
+        return f"MLP {'E' if pre == 'E' else ''}{m[2]}"
+    return name
+
+
+def circuit_figure(all_edges: pd.DataFrame, kept: pd.DataFrame, *, title: str = "",
+                   height: int = 460) -> go.Figure:
+    """The graph of every component of ``all_edges`` (the model's graph, for the node layout)
+    with the ``kept`` edges drawn (rows of ``EdgeAttribution.circuit``), strongest on top."""
+    names = list(dict.fromkeys([*all_edges["sender"], *all_edges["receiver"]]))
+    pos = node_positions(names)
+    fig = go.Figure()
+    kept = kept.reindex(kept["score"].abs().sort_values(kind="stable").index)  # strongest last
+    widths = edge_widths(kept["score"])
+    for (_, e), w in zip(kept.iterrows(), widths):
+        (x0, y0), (x1, y1) = pos[e["sender"]], pos[e["receiver"]]
+        inp = e["input"] or ""
+        into = f"{e['receiver']}{' (' + inp + ')' if inp else ''}"
+        fig.add_trace(go.Scatter(
+            x=[x0, (x0 + x1) / 2, x1], y=[y0, (y0 + y1) / 2, y1], mode="lines",
+            line=dict(color=edge_color(e["score"]), width=float(w), dash=DASH.get(inp, "solid")),
+            name="edge", showlegend=False, opacity=0.8,
+            customdata=[[e["sender"], e["receiver"], inp, float(e["score"])]] * 3,
+            hovertemplate=plot_text(f"{e['sender']} → {into}") + f"<br>score {e['score']:+.3f}"
+                          "<extra></extra>"))
+    xs, ys = zip(*(pos[n] for n in names)) if names else ((), ())
+    heads = [bool(HEAD.match(n)) for n in names]
+    fig.add_trace(go.Scatter(
+        x=list(xs), y=list(ys), mode="markers+text", name="nodes", showlegend=False,
+        text=[plot_text(short_name(n)) for n in names], textposition="top center",
+        marker=dict(size=[14 if h else 18 for h in heads], color=NODE_COLOR,
+                    symbol=["circle" if h else "square" for h in heads]),
+        customdata=[[n] for n in names],
+        hovertemplate="%{customdata[0]}<extra></extra>"))
+    for sign, color in (("carries the answer", POSITIVE), ("works against it", NEGATIVE)):
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=sign,
+                                 line=dict(color=color, width=3)))
+    fig.update_layout(**layout_dict(title or f"Circuit: {len(kept)} edges", height=height,
+                                    margin=dict(l=10, r=10, t=50, b=10)),
+                      legend=dict(orientation="h", y=-0.02, yanchor="top"),
+                      clickmode="event+select", dragmode=False)
+    fig.update_xaxes(visible=False, range=[-0.4, max(xs, default=1) + 0.4])
+    fig.update_yaxes(visible=False, range=[min(ys, default=0) - 0.6, max(ys, default=0) + 0.6])
+    return fig
+
+
+def faithfulness_figure(counts: Sequence[int], values: Sequence[float], *,
+                        kept: int | None = None, kept_value: float | None = None,
+                        height: int = 360) -> go.Figure:
+    """Faithfulness (1 = the clean metric, 0 = the corrupted one) against the number of
+    highest-|score| edges kept, with the slider's choice marked."""
+    fig = go.Figure(go.Scatter(x=list(map(int, counts)), y=[float(v) for v in values],
+                               mode="lines+markers", name="faithfulness",
+                               hovertemplate="%{x} edges: %{y:.3f}<extra></extra>"))
+    if kept is not None and kept_value is not None:
+        fig.add_trace(go.Scatter(x=[int(kept)], y=[float(kept_value)], mode="markers",
+                                 name="kept", marker=dict(size=13, color="#e8590c"),
+                                 hovertemplate="%{x} edges kept: %{y:.3f}<extra></extra>"))
+    fig.add_hline(y=1, line=dict(color="#adb5bd", dash="dot"))
+    fig.add_hline(y=0, line=dict(color="#adb5bd", dash="dot"))
+    fig.update_layout(**layout_dict("Faithfulness of the top edges", height=height,
+                                    margin=dict(l=50, r=10, t=50, b=40)), showlegend=False)
+    fig.update_xaxes(title="edges kept")
+    fig.update_yaxes(title="faithfulness (1 = clean, 0 = corrupted)")
+    return fig
