@@ -347,17 +347,18 @@ def test_induction_circuit_is_found(induction_runs):
         top5[m] = set(zip(frame["sender"], frame["receiver"], frame["input"]))
         print(f"top 5 ({m}, mean over pairs): {sorted(top5[m])}")
     # What holds on this model (measured with these 16 pairs; the issue asked for Spearman
-    # >= 0.8 and top-10% faithfulness >= 0.8, which it does not reach): EAP-IG 0.68 and EAP
-    # 0.54 over all 46 edges (most edges are near zero both ways and their order is noise);
-    # top 10% faithfulness exact 0.74, EAP-IG 0.67, EAP 0.04 (the induction head's softmax is
-    # saturated on the clean run, so its key gradient is ~0: what EAP-IG fixes); top 15%
-    # exact 0.95, EAP-IG 0.88.
+    # >= 0.8 and top-10% faithfulness >= 0.8): EAP-IG 0.70 and EAP 0.54 over all 46 edges
+    # (most edges are near zero both ways and their order is noise), 0.88 and 0.32 over the
+    # edges carrying >= 1% of the gap; top 10% faithfulness exact 0.86, EAP-IG 0.86, EAP 0.05
+    # (the induction head's softmax is saturated on the clean run, so its key gradient is ~0:
+    # what EAP-IG fixes); top 15% exact 0.95, EAP-IG 0.88. The previous checkpoint (RoPE base
+    # 100) gave 0.68 / 0.54, 0.92 / 0.31 and 0.74 / 0.67 / 0.04: the bounds hold for both.
     for m in ("exact", "eap-ig"):
         assert (prev, ind, "k") in top5[m] and (ind, "logits", "") in top5[m], m
         assert faith[m] >= 0.6 and faith15[m] >= 0.85, m
     assert (ind, "logits", "") in top5["eap"]
     assert np.mean(spearman["eap-ig"]) >= 0.6
-    assert np.mean(carrying["eap-ig"]) >= 0.8  # measured 0.92 (EAP: 0.31)
+    assert np.mean(carrying["eap-ig"]) >= 0.8  # measured 0.88 (EAP: 0.32)
     assert np.mean(spearman["eap-ig"]) > np.mean(spearman["eap"])
     assert faith["eap-ig"] > faith["eap"]
 
