@@ -46,19 +46,29 @@ def query_row(kind: str, block) -> int | None:
     return tokens.index(wanted) if wanted in tokens else None
 
 
+def _use_pair() -> None:
+    st.session_state.text = PAIR[0]
+
+
 def show(sel) -> None:
-    """The box, for the shipped en-fr model only (open when the input is one of the pair)."""
+    """The box, for the shipped en-fr model only: open with its charts when the input is one
+    of the pair, else closed with a button that puts the pair's first sentence in."""
     model = sel.model
     if sel.model_name != MODEL or model.architecture != "encoder-decoder":
         return
     from viz_core.analysis.referent import referent_of
     from viz_core.figures.referent import referent_panels
 
+    open_ = sel.text.strip().lower() in PAIR
     with st.expander("“it” follows the adjective: tired → the animal, wide → the street",
-                     expanded=sel.text.strip().lower() in PAIR):
+                     expanded=open_):
         st.markdown("The self-attention tutorials' sentence, twice: only the last word "
                     "changes, and with it what “it” is. French has to choose: **il** "
                     "(l'animal) or **elle** (la rue). Same head on both sides.")
+        if not open_:  # no hidden chart under a closed box: the page's first chart is seen
+            st.button("Show it: put the sentence with “tired” in the input box",
+                      key="it_show", on_click=_use_pair)
+            return
         kind0, layer0, head0 = card_head(model)
         c1, c2, c3 = st.columns([2, 1, 1])
         kind = url_select("Block", "it_kind", KINDS, kind0, container=c1,

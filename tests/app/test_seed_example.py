@@ -67,7 +67,7 @@ def values(y) -> list[float]:
 
 
 def test_head_pickers_are_in_the_url(model):
-    at = open_app("attention", model="en-fr", text="the red car", it_kind="decoder.cross",
+    at = open_app("attention", model="en-fr", text=PAIR[1], it_kind="decoder.cross",
                   it_layer=1, it_head=2)
     no_errors(at)
     spec = box_figure(at)
@@ -76,6 +76,19 @@ def test_head_pickers_are_in_the_url(model):
     for trace, want in zip(spec["data"], rows):
         np.testing.assert_allclose(values(trace["y"]), want, atol=1e-6)
     assert at.query_params["it_kind"] == "decoder.cross"
+
+
+def test_closed_box_has_no_chart_and_its_button_opens_it():
+    """On another sentence the box is closed and draws nothing (a chart in a closed box
+    would be the page's first, hidden, chart); its button puts the tired sentence in."""
+    at = open_app("attention", model="en-fr", text="the red car")
+    no_errors(at)
+    box = next(e for e in at.expander if "follows the adjective" in e.label)
+    assert not box.get("plotly_chart") and not box.code
+    at.button(key="it_show").click().run()
+    no_errors(at)
+    assert at.text_area(key="text").value == PAIR[0]
+    assert box_figure(at)
 
 
 def test_bad_url_values_are_clamped_with_a_notice():
