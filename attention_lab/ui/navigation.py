@@ -65,6 +65,9 @@ PAGES: list[PageSpec] = [
     PageSpec("pages/flow.py", "Information flow", ":material/route:", "flow",
              "How the prediction got there: the routes through positions, heads and MLPs, layer by"
              " layer, with raw attention, rollout and attention flow side by side."),
+    PageSpec("pages/circuits.py", "Circuits", ":material/hub:", "circuits",
+             "Which connections between heads and MLPs carry the answer on a clean / corrupted"
+             " pair (EAP, EAP-IG, exact edge patching), with the faithfulness of the top edges."),
     PageSpec("pages/compare.py", "Compare", ":material/compare:", "compare",
              "Two inputs or two models side by side, with their difference; or a teacher and"
              " its distilled student, layer by layer."),

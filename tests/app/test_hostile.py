@@ -50,6 +50,8 @@ def test_every_page_answers_hostile_text(page, model):
         no_errors(at)
         if page == "beam":
             assert any("no decoder" in i.value for i in at.info)
+        elif page == "circuits":  # post-norm: no edges, and the page says why
+            assert any("post" in i.value and "norm" in i.value for i in at.info)
         elif page not in ("home", "heads", "atlas"):  # atlas: a message until one is opened
             assert at.get("plotly_chart"), page
     inputs = CORPUS

@@ -35,7 +35,7 @@ def no_errors(at):
 
 
 PAGES = ["home", "attention", "inside", "positional", "masks", "beam", "heads", "compare",
-         "pretraining", "pairs", "relative", "atlas", "flow"]
+         "pretraining", "pairs", "relative", "atlas", "flow", "circuits"]
 
 
 def type_text(at: AppTest, text: str) -> AppTest:

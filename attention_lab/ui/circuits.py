@@ -1,0 +1,147 @@
+"""The Circuits page's pieces: its run (edge attribution through runs.py's cached entry), the
+exact method's "how many forward passes" check, the edges-kept slider kept in the URL, the
+faithfulness curve (cached per request and kept counts) and a clicked or picked head opening on
+"Which heads matter".
+
+Every edge's score is computed once per (clean, corrupted, method); moving the slider only
+redraws the graph and marks one more point on the curve."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+import viz_core as vc
+from viz_core.figures.circuit import HEAD
+
+from . import state
+from .runs import AnalysisRequest, model_slot, model_spinner, run_analysis
+
+METHODS = ["eap", "eap-ig", "exact"]
+METHOD_LABELS = {"eap": "EAP", "eap-ig": "EAP-IG (5 steps)", "exact": "Exact patching"}
+CONFIRM_ABOVE = 2000  # exact patching asks first above this many forward passes
+MAX_KEPT = 300  # the slider's top (one line per drawn edge)
+CURVE_POINTS = 12
+QK_TAB = "Why this score?"  # the label of the QK tab of Which heads matter
+
+
+def edges_request(sel, clean: str, corrupted: str, method: str) -> AnalysisRequest:
+    return AnalysisRequest.of(sel, "edge_attribution", clean=clean, corrupted=corrupted,
+                              method=method)
+
+
+def follow_the_sidebar(sel, suggestion) -> None:
+    """A new sidebar text replaces the pair by itself and its suggested corruption (as the
+    Patching tab does); the first run keeps the address's pair."""
+    if st.session_state.get("circ_source") != sel.text:
+        if "circ_source" in st.session_state:
+            st.session_state.circ_clean = sel.text
+            st.session_state.circ_corrupt = suggestion[0] if suggestion else ""
+        st.session_state.circ_source = sel.text
+
+
+def refusal(sel) -> str | None:
+    """The library's one line when this model has no edges (post-norm, encoder-only, ...),
+    else None: the model is checked before the texts are read."""
+    if getattr(sel.model, "norm_placement", "pre") == "pre" and \
+            sel.model.architecture != "encoder-only":
+        return None
+    try:
+        run_analysis(edges_request(sel, "", "", "eap"))
+    except vc.VizError as err:
+        return str(err)
+    return None
+
+
+def exact_passes(sel, clean: str, corrupted: str) -> int:
+    """Forward passes exact patching takes: one patched run per edge, plus the clean and the
+    corrupted runs (the edge count comes from the cheap EAP run, cached)."""
+    eap = run_analysis(edges_request(sel, clean, corrupted, "eap"), "Counting the edges…")
+    return len(eap.edges) + 2
+
+
+def confirmed_exact(sel, clean: str, corrupted: str) -> bool:
+    """Exact patching runs at once up to CONFIRM_ABOVE forward passes; above, it says how
+    many and waits for the button (remembered for this pair in the session)."""
+    passes = exact_passes(sel, clean, corrupted)
+    key = f"circ_ok_{sel.model_name}_{hash((clean, corrupted))}"
+    if passes <= CONFIRM_ABOVE or st.session_state.get(key):
+        st.caption(f"Exact patching: {passes:,} forward passes (one per edge, batched).")
+        return True
+    st.warning(f"Exact patching would take {passes:,} forward passes (one per edge, plus the "
+               f"clean and corrupted runs). EAP and EAP-IG estimate the same scores with one "
+               f"and five backward passes.", icon="⏳")
+    st.button(f"Run {passes:,} forward passes", key="circ_confirm",
+              on_click=st.session_state.__setitem__, args=(key, True))
+    return False
+
+
+def kept_slider(n_edges: int, container=st) -> int:
+    """The number of highest-|score| edges kept (URL ``circ_top``), 10% by default."""
+    hi = max(1, min(n_edges, MAX_KEPT))
+    default = max(1, min(hi, round(0.1 * n_edges)))
+    state.widget_default("circ_top", state.url_int("circ_top", default, 0, hi))
+    st.session_state["circ_top"] = int(max(0, min(hi, int(st.session_state["circ_top"]))))
+    container.slider("Edges kept", 0, hi, key="circ_top",
+                     help=f"The edges with the largest |score| (of {n_edges:,}); the graph "
+                          f"draws up to {MAX_KEPT}.")
+    state.to_url(circ_top=int(st.session_state["circ_top"]))
+    return int(st.session_state["circ_top"])
+
+
+def curve_counts(n_edges: int) -> tuple[int, ...]:
+    """0, then about CURVE_POINTS counts spaced evenly on a log scale up to every edge."""
+    if n_edges <= 0:
+        return (0,)
+    grid = np.geomspace(1, n_edges, CURVE_POINTS - 1)
+    return tuple(sorted({0, n_edges, *map(int, np.round(grid))}))
+
+
+@st.cache_data(max_entries=64, show_spinner=False, hash_funcs={AnalysisRequest: hash})
+def faithfulness_points(request: AnalysisRequest, counts: tuple[int, ...]) -> list[float]:
+    """Faithfulness of the top ``counts`` edges (one batched run), cached per request."""
+    result = run_analysis(request)
+    with model_spinner("Measuring faithfulness…"), model_slot():
+        return [float(v) for v in
+                result.faithfulness_curve([result.circuit(top=int(n)) for n in counts])]
+
+
+def head_of(name: str) -> tuple[str, int] | None:
+    """"decoder.1.self.h0" -> ("decoder.1.self", 0); None for embed, an MLP, logits."""
+    m = HEAD.match(str(name))
+    if not m:
+        return None
+    block = ".".join(p for p in (m[1], m[2], m[3]) if p)
+    return block, int(m[4])
+
+
+def open_head(name: str) -> None:
+    """Open a head's "Why this score?" on Which heads matter (its attention, logit
+    attribution and QK attribution are that page's tabs)."""
+    found = head_of(name)
+    if found:
+        st.session_state.update(qk_block=found[0], qk_head=found[1], tab=QK_TAB)
+        st.switch_page("pages/heads_matter.py")
+
+
+def head_picker(heads: list[str]) -> None:
+    """A picker of the circuit's heads and a button opening the one picked (a callback marks
+    it; the next run switches page, which a callback cannot)."""
+    if st.session_state.pop("circ_go", None):
+        open_head(st.session_state.get("circ_head", ""))
+    h1, h2 = st.columns([3, 1])
+    h1.selectbox("A head of the circuit", heads or ["(no head kept)"], key="circ_head",
+                 disabled=not heads)
+    h2.button("Open on Which heads matter", key="circ_open", disabled=not heads,
+              on_click=st.session_state.__setitem__, args=("circ_go", True))
+
+
+def open_clicked_head(event) -> None:
+    """A click on a head node (customdata [name]) or on an edge (customdata [sender,
+    receiver, input, score]: its receiving head, else its sending one)."""
+    points = (event or {}).get("selection", {}).get("points", []) if event else []
+    for point in points:
+        data = point.get("customdata") or []
+        for name in (data[1:2] + data[:1]) if len(data) == 4 else data[:1]:
+            if head_of(name):
+                open_head(name)

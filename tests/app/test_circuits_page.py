@@ -1,0 +1,134 @@
+"""The Circuits page (AppTest): on the shipped induction model a held-out repeated sequence
+and its corruption (the first occurrence of the last word replaced, as tests/unit/test_edges.py
+builds them) draw the kept edges and the faithfulness curve, and the graph's edges are the
+library's top edges with its scores; the URL holds the texts, the method and the count; a
+tiny HF GPT-2 runs every method; exact patching asks first above its limit; a picked head
+opens on Which heads matter; MiniLM (post-norm), different token counts and an empty text
+give one clear line and the page stays up."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import viz_core as vc
+from tests.support.apptest import no_errors, open_app
+
+CLEAN = "cat sees the red king cat sees the red"
+CORRUPTED = "cat sees the blue king cat sees the red"  # "red" first seen before "blue"
+GPT2_CLEAN = "the cat sat on the mat because it was"
+GPT2_CORRUPTED = "the dog sat on the mat because it was"
+
+
+def _figures(at) -> list[dict]:
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+def _drawn(fig: dict) -> dict:
+    return {tuple(t["customdata"][0][:3]): t["customdata"][0][3]
+            for t in fig["data"] if t.get("name") == "edge"}
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """The library's own EAP-IG scores on the pair: what the page must draw."""
+    model = vc.load("induction", device="cpu")
+    return model.edge_attribution(CLEAN, CORRUPTED, method="eap-ig")
+
+
+def test_induction_circuit_and_url_state(reference):
+    at = open_app("circuits", model="induction", circ_clean=CLEAN, circ_corrupt=CORRUPTED,
+                  circ_method="eap-ig", circ_top=5)
+    no_errors(at)
+    assert at.title[0].value == "Circuits"
+    graph, curve = _figures(at)
+    want = reference.circuit(top=5)
+    drawn = _drawn(graph)
+    assert set(drawn) == set(zip(want["sender"], want["receiver"], want["input"]))
+    for (s, r, i), score in zip(zip(want["sender"], want["receiver"], want["input"]),
+                                want["score"]):
+        assert drawn[(s, r, i)] == pytest.approx(score, abs=1e-9)  # same cached call
+    # the curve: 0 edges kept is the corrupted run, every edge the clean one
+    xs, ys = curve["data"][0]["x"], curve["data"][0]["y"]
+    assert xs[0] == 0 and xs[-1] == len(reference.edges)
+    assert ys[0] == pytest.approx(0, abs=1e-4) and ys[-1] == pytest.approx(1, abs=1e-4)
+    assert curve["data"][1]["x"] == [5]
+    assert curve["data"][1]["y"][0] == pytest.approx(reference.faithfulness(want), abs=1e-6)
+    assert at.query_params["circ_top"] in ("5", ["5"])
+    at.slider(key="circ_top").set_value(12).run()
+    no_errors(at)
+    assert len(_drawn(_figures(at)[0])) == 12 and len(at.dataframe[0].value) == 12
+    assert at.query_params["circ_top"] in ("12", ["12"])
+    assert "Edges (CSV)" in [b.proto.label for b in at.get("download_button")]
+
+
+def test_a_picked_head_opens_on_which_heads_matter():
+    at = open_app("circuits", model="induction", circ_clean=CLEAN, circ_corrupt=CORRUPTED,
+                  circ_top=5)
+    no_errors(at)
+    heads = at.selectbox(key="circ_head").options
+    assert heads and all(".self.h" in h for h in heads)
+    at.selectbox(key="circ_head").set_value("decoder.1.self.h0")
+    at.button(key="circ_open").click().run()
+    no_errors(at)
+    assert at.title[0].value == "Which heads matter"
+    assert at.session_state["qk_block"] == "decoder.1.self" and at.session_state["qk_head"] == 0
+
+
+@pytest.mark.parametrize("method", ["eap", "eap-ig", "exact"])
+def test_tiny_gpt2_every_method(method, tiny_models):
+    at = open_app("circuits", model=str(tiny_models.path("gpt2", seed=1)),
+                  circ_clean=GPT2_CLEAN, circ_corrupt=GPT2_CORRUPTED, circ_method=method)
+    no_errors(at)
+    graph, _ = _figures(at)
+    assert len(_drawn(graph)) == at.session_state["circ_top"] > 0
+
+
+def test_exact_asks_first_above_the_limit(monkeypatch):
+    import attention_lab.ui.circuits as circuits
+
+    monkeypatch.setattr(circuits, "CONFIRM_ABOVE", 10)  # the induction graph: 46 edges
+    at = open_app("circuits", model="induction", circ_clean=CLEAN, circ_corrupt=CORRUPTED,
+                  circ_method="exact")
+    no_errors(at)
+    assert not _figures(at)
+    assert any("48 forward passes" in w.value for w in at.warning)
+    at.button(key="circ_confirm").click().run()
+    no_errors(at)
+    assert len(_figures(at)) == 2
+    at.slider(key="circ_top").set_value(3).run()  # a rerun keeps the confirmation
+    no_errors(at)
+    assert len(_drawn(_figures(at)[0])) == 3
+
+
+def test_a_post_norm_model_says_why_it_has_no_edges():
+    """MiniLM renormalises after every sublayer: the library's own line, as information."""
+    at = open_app("circuits", model="minilm", circ_clean=GPT2_CLEAN,
+                  circ_corrupt=GPT2_CORRUPTED)
+    no_errors(at)
+    assert len(at.info) == 1 and "post-norm" in at.info[0].value.replace("\\", "")
+    assert not _figures(at)
+
+
+def test_different_token_counts_give_one_clear_line():
+    at = open_app("circuits", model="induction", circ_clean=CLEAN,
+                  circ_corrupt="cat sees the red")
+    assert not at.exception
+    assert len(at.error) == 1 and "same number" in at.error[0].value
+    assert not _figures(at)
+
+
+def test_empty_text_asks_for_a_pair():
+    at = open_app("circuits", model="induction", circ_clean=CLEAN, circ_corrupt=" ")
+    no_errors(at)
+    assert any("corrupted one" in i.value for i in at.info) and not _figures(at)
+
+
+def test_a_new_sidebar_text_brings_its_own_pair():
+    at = open_app("circuits", model="induction", circ_clean=CLEAN, circ_corrupt=CORRUPTED)
+    no_errors(at)
+    at.text_area(key="text").set_value("the red king sees the cat the red king sees").run()
+    no_errors(at)
+    assert at.session_state["circ_clean"] == "the red king sees the cat the red king sees"
+    assert at.session_state["circ_corrupt"] != at.session_state["circ_clean"]
