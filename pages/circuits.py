@@ -69,9 +69,9 @@ with attempt("finding the circuit"):
         result = run_analysis(request, f"Scoring every edge ({METHOD_LABELS[method]})…")
     if result is not None:
         for w in result.warnings:
-            st.warning(w, icon="✂️")
+            st.warning(literal(w), icon="✂️")
         edges = result.edges
-        st.caption(f"Metric: {result.metric} (clean {result.clean:.3f}, corrupted "
+        st.caption(f"Metric: {literal(result.metric)} (clean {result.clean:.3f}, corrupted "
                    f"{result.corrupted:.3f}); {len(edges):,} edges.")
         top = kept_slider(len(edges))
         kept = result.circuit(top=top)

@@ -1,7 +1,10 @@
 """The Information flow page in Chromium (Debian's chromium + Playwright): with MiniLM, a tiny
 GPT-2 and a tiny T5 it renders without an exception or a console error and with no
 overlapping chart text (the checks of tests/browser/test_overlaps_browser.py); a click on the
-induction head's edge opens that head's "Why this score?" on Which heads matter."""
+induction head's edge opens that head's "Why this score?" on Which heads matter. The Circuits
+page (its sibling: which edges between components carry the answer) in the same browser: the
+graph and the faithfulness curve draw without overlaps or console errors, and a click on a
+head's node opens that head on Which heads matter."""
 
 from __future__ import annotations
 
@@ -74,6 +77,49 @@ def test_a_click_on_a_head_edge_opens_that_head(app_server, chromium_browser):
     assert params["tab"] == ["qk"] and params["qk_block"] == ["decoder.1.self"]
     assert (params["qk_q"], params["qk_k"], params["pos"]) == (["8"], ["4"], ["8"])
     assert params["qk_head"][0] in ("0", "1")
+    assert page.locator("[data-testid='stException']").count() == 0
+    assert not real_errors(errors), errors
+    page.close()
+
+
+CIRCUIT_CLEAN = "cat sees the red king cat sees the red"
+CIRCUIT_CORRUPTED = "cat sees the blue king cat sees the red"
+# the screen position of one node of the circuit graph, read from plotly's own data
+NODE_AT = """(name) => {
+    const gd = document.querySelector('.js-plotly-plot');
+    const t = gd._fullData.find(d => d.name === 'nodes');
+    const k = t.customdata.findIndex(c => c[0] === name);
+    if (k < 0) return null;
+    const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis, box = gd.getBoundingClientRect();
+    return {x: box.left + xa._offset + xa.c2p(t.x[k]), y: box.top + ya._offset + ya.c2p(t.y[k])};
+}"""
+
+
+def test_circuits_page_draws_and_a_head_click_opens_it(app_server, chromium_browser):
+    query = urllib.parse.urlencode({"model": "induction", "circ_clean": CIRCUIT_CLEAN,
+                                    "circ_corrupt": CIRCUIT_CORRUPTED, "circ_method": "eap-ig",
+                                    "circ_top": 8})
+    page, errors, dialogs = open_page(chromium_browser, f"{app_server}/circuits?{query}")
+    page.set_viewport_size(VIEWPORT)
+    page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length >= 2",
+                           timeout=180_000)
+    settle(page)
+    assert page.locator("[data-testid='stException']").count() == 0
+    problems = page_findings(page)
+    shots = Path(os.environ.get("OVERLAP_SHOTS") or ARTIFACTS)
+    shots.mkdir(parents=True, exist_ok=True)
+    screenshot(page, shots / "circuits-induction.png")
+    assert not problems, "\n".join(problems)
+    assert not real_errors(errors), errors
+    assert not dialogs
+    at = page.evaluate(NODE_AT, "decoder.1.self.h0")
+    assert at is not None
+    page.mouse.click(at["x"], at["y"])
+    page.wait_for_function("() => location.pathname.endsWith('/heads_matter')", timeout=60_000)
+    settle(page)
+    params = urllib.parse.parse_qs(urllib.parse.urlsplit(page.url).query)
+    assert params["tab"] == ["qk"] and params["qk_block"] == ["decoder.1.self"]
+    assert params["qk_head"] == ["0"]
     assert page.locator("[data-testid='stException']").count() == 0
     assert not real_errors(errors), errors
     page.close()

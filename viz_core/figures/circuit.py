@@ -7,8 +7,9 @@ decoder's); ``embed`` on the left, ``logits`` on the right; in each layer's colu
 them (a head writes into its own layer's MLP). One line per kept edge, blue when the edge
 carries the clean answer (score > 0), red when it works against it, its width growing with
 |score| (the largest kept |score| is MAX_WIDTH); a q input is a solid line, k dashed, v
-dotted. Each edge's trace carries ``customdata`` [sender, receiver, input, score] and each
-node's marker its component name, so a page can open a clicked head.
+dotted. Each edge's line carries ``customdata`` [sender, receiver, input, score] (no hover,
+so clicks reach the nodes), as does an invisible marker at its middle (its hover); each
+node's marker carries its component name, so a page can open a clicked head.
 """
 
 from __future__ import annotations
@@ -102,17 +103,24 @@ def circuit_figure(all_edges: pd.DataFrame, kept: pd.DataFrame, *, title: str = 
     fig = go.Figure()
     kept = kept.reindex(kept["score"].abs().sort_values(kind="stable").index)  # strongest last
     widths = edge_widths(kept["score"])
+    mid_x, mid_y, mid_data, mid_text = [], [], [], []
     for (_, e), w in zip(kept.iterrows(), widths):
         (x0, y0), (x1, y1) = pos[e["sender"]], pos[e["receiver"]]
         inp = e["input"] or ""
         into = f"{e['receiver']}{' (' + inp + ')' if inp else ''}"
-        fig.add_trace(go.Scatter(
-            x=[x0, (x0 + x1) / 2, x1], y=[y0, (y0 + y1) / 2, y1], mode="lines",
+        data = [e["sender"], e["receiver"], inp, float(e["score"])]
+        fig.add_trace(go.Scatter(  # the line: no hover, so a click reaches the nodes
+            x=[x0, x1], y=[y0, y1], mode="lines", hoverinfo="skip",
             line=dict(color=edge_color(e["score"]), width=float(w), dash=DASH.get(inp, "solid")),
-            name="edge", showlegend=False, opacity=0.8,
-            customdata=[[e["sender"], e["receiver"], inp, float(e["score"])]] * 3,
-            hovertemplate=plot_text(f"{e['sender']} → {into}") + f"<br>score {e['score']:+.3f}"
-                          "<extra></extra>"))
+            name="edge", showlegend=False, opacity=0.8, customdata=[data, data]))
+        mid_x.append((x0 + x1) / 2)
+        mid_y.append((y0 + y1) / 2)
+        mid_data.append(data)
+        mid_text.append(plot_text(f"{e['sender']} → {into}") + f"<br>score {e['score']:+.3f}")
+    fig.add_trace(go.Scatter(  # invisible markers at the edges' middles: hover and click
+        x=mid_x, y=mid_y, mode="markers", name="edge middles", showlegend=False,
+        marker=dict(size=12, color="rgba(0,0,0,0)"), customdata=mid_data, hovertext=mid_text,
+        hovertemplate="%{hovertext}<extra></extra>"))
     xs, ys = zip(*(pos[n] for n in names)) if names else ((), ())
     heads = [bool(HEAD.match(n)) for n in names]
     fig.add_trace(go.Scatter(
@@ -128,7 +136,7 @@ def circuit_figure(all_edges: pd.DataFrame, kept: pd.DataFrame, *, title: str = 
     fig.update_layout(**layout_dict(title or f"Circuit: {len(kept)} edges", height=height,
                                     margin=dict(l=10, r=10, t=50, b=10)),
                       legend=dict(orientation="h", y=-0.02, yanchor="top"),
-                      clickmode="event+select", dragmode=False)
+                      clickmode="event+select", dragmode=False, hovermode="closest")
     fig.update_xaxes(visible=False, range=[-0.4, max(xs, default=1) + 0.4])
     fig.update_yaxes(visible=False, range=[min(ys, default=0) - 0.6, max(ys, default=0) + 0.6])
     return fig
