@@ -26,8 +26,9 @@ QK_TAB = "Why this score?"  # the label of the QK tab of Which heads matter
 
 
 def edges_request(sel, clean: str, corrupted: str, method: str) -> AnalysisRequest:
+    """The sidebar's target (an encoder-decoder's decoder text) is teacher-forced in both."""
     return AnalysisRequest.of(sel, "edge_attribution", clean=clean, corrupted=corrupted,
-                              method=method)
+                              method=method, target=sel.target or None)
 
 
 def follow_the_sidebar(sel, suggestion) -> None:

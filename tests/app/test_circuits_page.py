@@ -132,3 +132,18 @@ def test_a_new_sidebar_text_brings_its_own_pair():
     no_errors(at)
     assert at.session_state["circ_clean"] == "the red king sees the cat the red king sees"
     assert at.session_state["circ_corrupt"] != at.session_state["circ_clean"]
+
+
+def test_tiny_t5_draws_the_encoder_and_cross_attention(tiny_models):
+    """An encoder-decoder: the sidebar's target is teacher-forced in both runs; encoder
+    components write into the cross-attention heads' k and v."""
+    at = open_app("circuits", model=str(tiny_models.path("t5", seed=1)), target="le chat",
+                  circ_clean="the cat sat on the mat", circ_corrupt="the dog sat on the mat",
+                  circ_top=300)
+    no_errors(at)
+    edges = at.dataframe[0].value
+    into_cross = edges[edges.receiver.str.contains(".cross.")]
+    assert len(into_cross) and set(into_cross.input) <= {"q", "k", "v"}
+    assert (into_cross[into_cross.sender.str.startswith("encoder.")].input != "q").all()
+    graph, _ = _figures(at)
+    assert len(_drawn(graph)) == len(edges)
