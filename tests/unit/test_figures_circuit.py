@@ -78,3 +78,15 @@ def test_faithfulness_curve_plots_its_points():
     line, mark = fig.data
     assert list(line.x) == [0, 5, 46] and np.allclose(line.y, [0.0, 0.8, 1.0])
     assert list(mark.x) == [5] and list(mark.y) == [0.8]
+
+
+def test_key_value_groups_sit_in_their_layer_column():
+    """Grouped-query attention: a layer's heads share k and v inputs (``.kv0``): those nodes
+    go under the heads in the layer's column, each in a row of its own."""
+    names = ["embed", "decoder.0.self.h0", "decoder.0.self.h1", "decoder.0.self.kv0",
+             "decoder.0.mlp", "decoder.1.self.h0", "decoder.1.self.h1", "decoder.1.self.kv0",
+             "decoder.1.mlp", "logits"]
+    pos = node_positions(names)
+    assert pos["decoder.0.self.kv0"][0] == 1 and pos["decoder.1.self.kv0"][0] == 2
+    assert pos["decoder.1.self.kv0"][1] < pos["decoder.1.self.h1"][1]  # under the heads
+    assert len(set(pos.values())) == len(names)

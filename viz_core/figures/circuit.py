@@ -4,12 +4,14 @@ and the faithfulness curve (edges kept against faithfulness).
 The graph: layers as columns, left to right in model order (an encoder's layers before a
 decoder's); ``embed`` on the left, ``logits`` on the right; in each layer's column its heads
 (self-attention, then cross-attention) top to bottom, and its MLP a little to the right of
-them (a head writes into its own layer's MLP). One line per kept edge, blue when the edge
-carries the clean answer (score > 0), red when it works against it, its width growing with
-|score| (the largest kept |score| is MAX_WIDTH); a q input is a solid line, k dashed, v
-dotted. Each edge's line carries ``customdata`` [sender, receiver, input, score] (no hover,
-so clicks reach the nodes), as does an invisible marker at its middle (its hover); each
-node's marker carries its component name, so a page can open a clicked head.
+them (a head writes into its own layer's MLP); under a grouped-query model's heads, its
+key/value groups (``decoder.1.self.kv0``, a diamond: the k and v inputs its heads share). One
+line per kept edge, blue when the edge carries the clean answer (score > 0), red when it works
+against it, its width growing with |score| (the largest kept |score| is MAX_WIDTH); a q input
+is a solid line, k dashed, v dotted. Each edge's line carries ``customdata`` [sender,
+receiver, input, score] (no hover, so clicks reach the nodes), as does an invisible marker at
+its middle (its hover); each node's marker carries its component name, so a page can open a
+clicked head.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ DASH = {"q": "solid", "k": "dash", "v": "dot", "": "solid"}
 MLP_DX = 0.45  # an MLP sits this far right of its layer's heads
 HEAD = re.compile(r"^(?:(encoder|decoder)\.)?(\d+)\.(self|cross)\.h(\d+)$")
 MLP = re.compile(r"^(?:(encoder|decoder)\.)?(\d+)\.mlp$")
+# a key/value group of grouped-query attention: its heads share the k and v inputs
+KV = re.compile(r"^(?:(encoder|decoder)\.)?(\d+)\.(self|cross)\.kv(\d+)$")
 
 
 def edge_color(score: float) -> str:
@@ -56,10 +60,11 @@ def node_positions(names: Sequence[str]) -> dict[str, tuple[float, float]]:
     layers: dict[tuple[int, int], dict] = {}
     embeds, other = [], []
     for n in dict.fromkeys(names):
-        h, m = HEAD.match(n), MLP.match(n)
+        h, m = HEAD.match(n) or KV.match(n), MLP.match(n)
         if h:
             col = layers.setdefault((_order(h[1]), int(h[2])), {"heads": [], "mlp": None})
-            col["heads"].append(((h[3] != "self", int(h[4])), n))
+            kind = (h[3] != "self") + (2 if KV.match(n) else 0)  # heads, then kv groups
+            col["heads"].append(((kind, int(h[4])), n))
         elif m:
             layers.setdefault((_order(m[1]), int(m[2])), {"heads": [], "mlp": None})["mlp"] = n
         elif n.endswith("embed"):
@@ -85,10 +90,11 @@ def node_positions(names: Sequence[str]) -> dict[str, tuple[float, float]]:
 def short_name(name: str) -> str:
     """"decoder.1.self.h0" -> "L1 h0", "encoder.0.cross.h2" -> "E0 cross h2", "decoder.0.mlp"
     -> "MLP 0"."""
-    h, m = HEAD.match(name), MLP.match(name)
-    pre = "E" if (h or m) and (h or m)[1] == "encoder" else "L"
-    if h:
-        return f"{pre}{h[2]} {'cross ' if h[3] == 'cross' else ''}h{h[4]}"
+    h, m, kv = HEAD.match(name), MLP.match(name), KV.match(name)
+    pre = "E" if (h or m or kv) and (h or m or kv)[1] == "encoder" else "L"
+    if h or kv:
+        g = h or kv
+        return f"{pre}{g[2]} {'cross ' if g[3] == 'cross' else ''}{'h' if h else 'kv'}{g[4]}"
     if m:
         return f"MLP {'E' if pre == 'E' else ''}{m[2]}"
     return name
@@ -122,12 +128,13 @@ def circuit_figure(all_edges: pd.DataFrame, kept: pd.DataFrame, *, title: str = 
         marker=dict(size=12, color="rgba(0,0,0,0)"), customdata=mid_data, hovertext=mid_text,
         hovertemplate="%{hovertext}<extra></extra>"))
     xs, ys = zip(*(pos[n] for n in names)) if names else ((), ())
-    heads = [bool(HEAD.match(n)) for n in names]
+    shape = ["circle" if HEAD.match(n) else "diamond" if KV.match(n) else "square"
+             for n in names]
     fig.add_trace(go.Scatter(
         x=list(xs), y=list(ys), mode="markers+text", name="nodes", showlegend=False,
         text=[plot_text(short_name(n)) for n in names], textposition="top center",
-        marker=dict(size=[14 if h else 18 for h in heads], color=NODE_COLOR,
-                    symbol=["circle" if h else "square" for h in heads]),
+        marker=dict(size=[18 if k == "square" else 14 for k in shape], color=NODE_COLOR,
+                    symbol=shape),
         customdata=[[n] for n in names],
         hovertemplate="%{customdata[0]}<extra></extra>"))
     for sign, color in (("carries the answer", POSITIVE), ("works against it", NEGATIVE)):
