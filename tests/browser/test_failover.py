@@ -254,6 +254,9 @@ async def failover(base: str, pids: dict[str, int]) -> dict:
             return time.monotonic() - killed
 
         recovery = await asyncio.gather(*(back(t) for t in moved))
+        # where each came back (nginx keeps a failed replica out for 10 s: serve restarts the
+        # killed one on its address meanwhile, and later reconnections may go back to it)
+        landed = {t.i: t.replica() for t in moved}
         await asyncio.sleep(1.0)  # anything the others would show comes now
         after = {t.i: await t.shown() for t in tabs}
         report = {"victim": victim, "counts": counts, "recovery_s": recovery,
@@ -287,7 +290,7 @@ async def failover(base: str, pids: dict[str, int]) -> dict:
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         report["switched"] = dict(zip([t.i for t in moved],
                                       await asyncio.gather(*(switch_head(t) for t in moved))))
-        report["new_replica"] = {t.i: t.replica() for t in moved}
+        report["new_replica"] = landed
         await moved[0].page.screenshot(path=str(ARTIFACTS / "failover-after.png"))
         await browser.close()
     return report
