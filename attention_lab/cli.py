@@ -53,13 +53,13 @@ def _text(value: str, what: str) -> str:
     return value
 
 
-def _out_path(out: str | None) -> Path | None:
+def _out_path(out: str | None, suffixes: tuple[str, ...] = EXPORTS) -> Path | None:
     """Checked before the model loads: a known format and a folder that exists."""
     if out is None:
         return None
     path = Path(out).expanduser()
-    if path.suffix.lower() not in EXPORTS:
-        raise CommandError(f"--out {out!r}: the file must end in .npz or .json")
+    if path.suffix.lower() not in suffixes:
+        raise CommandError(f"--out {out!r}: the file must end in {' or '.join(suffixes)}")
     if path.is_dir():
         raise CommandError(f"--out {out!r} is a folder; give a file name")
     if not path.parent.is_dir():
@@ -170,16 +170,7 @@ def cmd_check(args) -> int:
 # ---- flow --------------------------------------------------------------------------------
 def _csv_path(out: str | None) -> Path | None:
     """Checked before the model loads: a .csv file in a folder that exists."""
-    if out is None:
-        return None
-    path = Path(out).expanduser()
-    if path.suffix.lower() != ".csv":
-        raise CommandError(f"--out {out!r}: the file must end in .csv")
-    if path.is_dir():
-        raise CommandError(f"--out {out!r} is a folder; give a file name")
-    if not path.parent.is_dir():
-        raise CommandError(f"--out {out!r}: the folder {str(path.parent)!r} does not exist")
-    return path
+    return _out_path(out, (".csv",))
 
 
 def cmd_flow(args) -> int:
