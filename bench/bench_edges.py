@@ -51,6 +51,41 @@ def _texts(model, n: int) -> tuple[str, str]:
     raise RuntimeError("no corrupted text of the same length")
 
 
+def tl_edge_logits(bridge, ids_c, cache_c, cache_k, sender: str, receiver: str, which: str):
+    """TransformerLens's side of one edge: the clean run with ``sender``'s output in the
+    receiver's input (a head's q/k/v input, an MLP's input or the final norm's) swapped from
+    clean to corrupted by a hook (split q/k/v inputs, attention results and MLP inputs on).
+    -> the logits."""
+    def output(cache, name):
+        if name == "embed":
+            return cache["blocks.0.hook_resid_pre"][0]
+        layer = int(name.split(".")[1])
+        if name.endswith(".mlp"):
+            return cache[f"blocks.{layer}.hook_mlp_out"][0]
+        return cache[f"blocks.{layer}.attn.hook_result"][0, :, int(name.rsplit("h", 1)[1])]
+
+    diff = output(cache_k, sender) - output(cache_c, sender)  # (T, d)
+    head = None
+    if receiver == "logits":
+        hook_name = "ln_final.hook_in"
+    elif receiver.endswith(".mlp"):
+        hook_name = f"blocks.{int(receiver.split('.')[1])}.hook_mlp_in"
+    else:
+        hook_name = f"blocks.{int(receiver.split('.')[1])}.hook_{which}_input"
+        head = int(receiver.rsplit("h", 1)[1])
+
+    def hook(act, hook):
+        act = act.clone()
+        if head is None:
+            act[0] += diff
+        else:
+            act[0, :, head] += diff
+        return act
+
+    with torch.no_grad():
+        return bridge.run_with_hooks(ids_c, fwd_hooks=[(hook_name, hook)])
+
+
 def _tl_runner(folder: str, clean: str, corrupted: str, pairs, graph):
     """TransformerLens: a function running one hooked forward per edge of ``pairs``."""
     from transformer_lens.model_bridge import TransformerBridge
@@ -69,37 +104,10 @@ def _tl_runner(folder: str, clean: str, corrupted: str, pairs, graph):
         _, cache_c = bridge.run_with_cache(ids_c)
         _, cache_k = bridge.run_with_cache(ids_k)
 
-    def output(cache, sender):
-        if sender == "embed":
-            return cache["blocks.0.hook_resid_pre"][0]
-        layer = int(sender.split(".")[1])
-        if sender.endswith(".mlp"):
-            return cache[f"blocks.{layer}.hook_mlp_out"][0]
-        return cache[f"blocks.{layer}.attn.hook_result"][0, :, int(sender.rsplit("h", 1)[1])]
-
     def one(s: int, r: int) -> float:
-        sender = graph.senders[s]
         name, which = graph.receivers[r]
-        diff = output(cache_k, sender) - output(cache_c, sender)
-        head = None
-        if name == "logits":
-            hook_name = "ln_final.hook_in"
-        elif name.endswith(".mlp"):
-            hook_name = f"blocks.{int(name.split('.')[1])}.hook_mlp_in"
-        else:
-            hook_name = f"blocks.{int(name.split('.')[1])}.hook_{which}_input"
-            head = int(name.rsplit("h", 1)[1])
-
-        def hook(act, hook):
-            act = act.clone()
-            if head is None:
-                act[0] += diff
-            else:
-                act[0, :, head] += diff
-            return act
-
-        with torch.no_grad():
-            return float(bridge.run_with_hooks(ids_c, fwd_hooks=[(hook_name, hook)])[0, -1, 0])
+        return float(tl_edge_logits(bridge, ids_c, cache_c, cache_k, graph.senders[s], name,
+                                    which)[0, -1, 0])
 
     return lambda: [one(s, r) for s, r in pairs]
 

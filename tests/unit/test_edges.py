@@ -22,6 +22,7 @@ from scipy.stats import spearmanr
 from torch import nn
 
 import viz_core as vc
+from bench.bench_edges import tl_edge_logits
 from tests.support.hf_tiny import make_patching_gpt2
 from viz_core.backends.native import NativeModel
 from viz_core.errors import InputError
@@ -226,14 +227,6 @@ def test_exact_matches_transformer_lens_hooks(gpt2_path, gpt2):
     assert ours.clean == pytest.approx(m_c, abs=1e-4)
     assert ours.corrupted == pytest.approx(m_k, abs=1e-4)
 
-    def output(cache, sender):
-        if sender == "embed":
-            return cache["blocks.0.hook_resid_pre"][0]
-        layer = int(sender.split(".")[1])
-        if sender.endswith(".mlp"):
-            return cache[f"blocks.{layer}.hook_mlp_out"][0]
-        return cache[f"blocks.{layer}.attn.hook_result"][0, :, int(sender.rsplit("h", 1)[1])]
-
     rng = random.Random(3)
     e = ours.edges
     sample = []
@@ -245,25 +238,7 @@ def test_exact_matches_transformer_lens_hooks(gpt2_path, gpt2):
         sample += rng.sample(list(rows), 3)
     for i in sample:
         s, r, w = e.loc[i, ["sender", "receiver", "input"]]
-        diff = output(cache_k, s) - output(cache_c, s)  # (T, d)
-        if r == "logits":
-            name, head = "ln_final.hook_in", None
-        elif r.endswith(".mlp"):
-            name, head = f"blocks.{int(r.split('.')[1])}.hook_mlp_in", None
-        else:
-            name = f"blocks.{int(r.split('.')[1])}.hook_{w}_input"
-            head = int(r.rsplit("h", 1)[1])
-
-        def hook(act, hook, diff=diff, head=head):
-            act = act.clone()
-            if head is None:
-                act[0] += diff
-            else:
-                act[0, :, head] += diff
-            return act
-
-        with torch.no_grad():
-            patched = metric(bridge.run_with_hooks(ids_c, fwd_hooks=[(name, hook)]))
+        patched = metric(tl_edge_logits(bridge, ids_c, cache_c, cache_k, s, r, w))
         tl = (m_c - patched) / (m_c - m_k)
         # ours (SDPA, per-head q/k/v recomputed in a batch) vs TransformerLens (eager, hooks)
         assert e.loc[i, "score"] == pytest.approx(tl, abs=1e-4), (s, r, w)
