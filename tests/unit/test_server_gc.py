@@ -1,0 +1,77 @@
+"""attention_lab.server's garbage policy (issue 34): Streamlit's full collection after every
+script run (0.25 s of CPU with torch and transformers loaded) is off, and a run's end collects
+at most once every ATTENTION_LAB_GC_SECONDS for the whole process."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+from streamlit import config
+from streamlit.runtime.scriptrunner.script_runner import ScriptRunner
+
+from attention_lab import server
+
+
+class Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Node:
+    """An object in a reference cycle: only a collection frees it."""
+
+    def __init__(self):
+        self.me = self
+
+
+def test_a_full_collection_at_most_once_per_interval():
+    clock = Clock()
+    policy = server.GarbagePolicy(30.0, clock)
+    cycle = Node()
+    alive = weakref.ref(cycle)
+    del cycle
+    gc.disable()  # only the policy may collect here
+    try:
+        clock.now += 29.0
+        assert not policy.after_run() and alive() is not None  # too soon: nothing collected
+        clock.now += 1.0
+        assert policy.after_run() and alive() is None  # due: the cycle is freed
+        assert not policy.after_run()  # the next run, at once: none
+        clock.now += 30.0
+        assert policy.after_run() and policy.collections == 2
+    finally:
+        gc.enable()
+
+
+def test_interval_zero_collects_after_every_run():
+    policy = server.GarbagePolicy(0.0, Clock())
+    assert all(policy.after_run() for _ in range(3)) and policy.collections == 3
+
+
+def test_install_turns_streamlits_collection_off_and_wraps_the_run_end_once(monkeypatch):
+    ends, collected = [], []
+    monkeypatch.setattr(ScriptRunner, "_on_script_finished",
+                        lambda self, *a, **k: ends.append(a))
+    monkeypatch.setattr(server, "collect_garbage", lambda: collected.append(1))
+    before = config.get_option("runner.postScriptGC")
+    config.set_option("runner.postScriptGC", True)
+    try:
+        server.install()
+        server.install()
+        assert config.get_option("runner.postScriptGC") is False
+        ScriptRunner._on_script_finished(None, "ctx")
+        assert ends == [("ctx",)] and collected == [1]  # Streamlit's end, then ours, once
+    finally:
+        config.set_option("runner.postScriptGC", before)
+
+
+def test_the_interval_comes_from_the_environment(monkeypatch):
+    for value, want in (("5", 5.0), ("0", 0.0), ("-3", 0.0), ("soon", 30.0)):
+        monkeypatch.setenv("ATTENTION_LAB_GC_SECONDS", value)
+        assert server._gc_seconds() == want
+    monkeypatch.delenv("ATTENTION_LAB_GC_SECONDS")
+    assert server._gc_seconds() == 30.0
