@@ -11,7 +11,7 @@ export TRANSFORMERS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export STREAMLIT_BROWSER_GATHER_USAGE_STATS ?= false
 
-.PHONY: run test test-fast test-kernels soak load lint bench checkpoints system-deps chromium clean
+.PHONY: run test test-fast test-kernels soak load lint bench checkpoints system-deps chromium clean messages
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -98,6 +98,16 @@ checkpoints: $(RUNTIME_STAMP)
 		--out checkpoints/induction --curriculum --rope-base 10000 --steps 3000 --lr 0.003 \
 		--warmup 100 --seed 2 --eval-every 500
 	$(PY) -m viz_core.training.distil --out checkpoints/minilm-student
+
+# The interface's message catalogue (viz_core/i18n): extract every _() / N_() / ngettext()
+# string into locale/attention_lab.pot and merge it into each language's .po (new strings
+# come in untranslated; tests/unit/test_catalogue.py fails until they are translated). The
+# app reads the .po itself: there is no compile step.
+messages: $(DEV_STAMP)
+	$(VENV)/bin/pybabel -q extract -F babel.cfg -k N_ --no-location --sort-output \
+		--project "Attention Lab" -o locale/attention_lab.pot .
+	$(VENV)/bin/pybabel -q update -i locale/attention_lab.pot -d locale -D attention_lab \
+		--no-fuzzy-matching --ignore-obsolete
 
 clean:
 	rm -rf $(VENV) tests/artifacts bench/results.json

@@ -5,6 +5,7 @@ from pathlib import Path
 import streamlit as st
 
 from attention_lab.server import install as rerun_fresh_sessions
+from attention_lab.ui.lang import apply_language
 from attention_lab.ui.navigation import st_pages
 from attention_lab.ui.runs import cap_torch_threads
 from attention_lab.ui.sidebar import sidebar
@@ -18,6 +19,7 @@ rerun_fresh_sessions()  # also under a plain `streamlit run app.py` (attention_l
 st.set_page_config(page_title="Attention Lab",
                    page_icon=str(Path(__file__).parent / "assets" / "icon.png"), layout="wide")
 
+apply_language()  # this run's language (ui/lang.py): before any text, page titles too
 PAGES = st_pages()  # attention_lab/ui/navigation.py: one line per page, also the Home tour
 
 page = st.navigation(PAGES)

@@ -20,6 +20,7 @@ from attention_lab.ui.cells import click_caption, clickable_chart
 from attention_lab.ui.charts import chart
 from attention_lab.ui.contributions import why_cell, why_this_cell
 from attention_lab.ui.controls import bounded_int, open_head, pick_head
+from attention_lab.ui.lang import fragment
 from attention_lab.ui.page import selection, show_output, show_trace_messages
 from attention_lab.ui.runs import (
     TraceRequest,
@@ -79,7 +80,7 @@ def zoom_window(block, head: int, view: str, figure, why) -> None:
     st.caption(click_caption(clickable, rows[1] - rows[0], cols[1] - cols[0], window=True))
 
 
-@st.fragment
+@fragment
 def head_views() -> None:
     """The pickers and every view that follows them: a change of block, layer, head, view,
     tab or cell reruns this function alone (cached trace, cached figures)."""

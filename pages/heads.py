@@ -10,6 +10,7 @@ from attention_lab.ui import state
 from attention_lab.ui.charts import chart, download
 from attention_lab.ui.controls import block_kind_label, open_head
 from attention_lab.ui.errors import reported
+from attention_lab.ui.lang import fragment
 from attention_lab.ui.page import selection, show_output, show_trace_messages
 from attention_lab.ui.runs import (
     BeamRequest,
@@ -66,7 +67,7 @@ download("Statistics (CSV)", lambda: stats.to_csv(index=False), "head_stats.csv"
 block_kinds = trace.kinds()
 
 
-@st.fragment
+@fragment
 def similarity() -> None:
     """Head similarity, layer to layer and key/value groups of the block kind picked here."""
     st.subheader("Head similarity")
@@ -120,7 +121,7 @@ def _layer_steps(kind: str):
                           zmax=float(np.log(2)), x_title="head", y_title="layer step")
 
 
-@st.fragment
+@fragment
 def ablation() -> None:
     """Heads switched off, the model run again, and what changed."""
     st.subheader("Head ablation")

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import streamlit as st
 
+from viz_core.i18n import N_, _
+
 from . import state
 
 # A block kind is "<stack>.<attention>": which stack a block is in and what it attends to.
-BLOCK_KIND_LABELS = {"encoder.self": "Encoder self-attention",
-                     "decoder.self": "Decoder self-attention (masked)",
-                     "decoder.cross": "Cross-attention (decoder → encoder)"}
+BLOCK_KIND_LABELS = {"encoder.self": N_("Encoder self-attention"),
+                     "decoder.self": N_("Decoder self-attention (masked)"),
+                     "decoder.cross": N_("Cross-attention (decoder → encoder)")}
 
 
 def block_kind_label(block_kind: str) -> str:
-    return BLOCK_KIND_LABELS.get(block_kind, block_kind)
+    return _(BLOCK_KIND_LABELS[block_kind]) if block_kind in BLOCK_KIND_LABELS else block_kind
 
 
 def pick_head(trace, columns=None, block_kinds: list[str] | None = None):
@@ -22,10 +24,10 @@ def pick_head(trace, columns=None, block_kinds: list[str] | None = None):
     The block kind lives in session state and the URL as "kind" (kept for old addresses)."""
     block_kinds = block_kinds or trace.kinds()
     c1, c2, c3 = columns or st.columns([2, 1, 1])
-    kind = url_select("Block", "kind", block_kinds, container=c1, format_func=block_kind_label)
+    kind = url_select(_("Block"), "kind", block_kinds, container=c1, format_func=block_kind_label)
     layers = trace.layers(kind)
-    layer = url_number("Layer", "layer", 0, 0, len(layers) - 1, container=c2)
-    head = url_number("Head", "head", 0, 0, layers[0].n_heads - 1, container=c3)
+    layer = url_number(_("Layer"), "layer", 0, 0, len(layers) - 1, container=c2)
+    head = url_number(_("Head"), "head", 0, 0, layers[0].n_heads - 1, container=c3)
     return kind, layer, head, layers[layer]
 
 
@@ -107,8 +109,8 @@ def url_text_box(label: str, key: str, help: str, *, limit: int = 200, area: boo
     value = state.widget_default(key, state.url_text(key, default), typed=True)
     state.clean_state(key, label.lower())
     if len(st.session_state[key]) > limit:
-        state.notice(f"The {label.lower()} was {len(st.session_state[key]):,} characters; it "
-                     f"was cut to {limit:,}.")
+        state.notice(_("The {what} was {n:,} characters; it was cut to {limit:,}.").format(
+            what=label.lower(), n=len(st.session_state[key]), limit=limit))
         st.session_state[key] = st.session_state[key][:limit]
     widget = container.text_area if area else container.text_input
     widget(label, st.session_state.get(key, value), key=key, max_chars=limit, help=help)
@@ -128,7 +130,7 @@ def lazy_tabs(tabs: dict, key: str = "tab") -> None:
         st.session_state[key] = labels[first]
     shown = st.tabs(list(labels.values()), key=key, on_change="rerun")
     state.to_url(**{key: next(n for n, label in labels.items() if label == st.session_state[key])})
-    for (_, view), tab in zip(tabs.values(), shown):
+    for (_label, view), tab in zip(tabs.values(), shown):
         with tab:
             if tab.open:
                 view()

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 import streamlit as st
 
 import viz_core as vc
+from viz_core.i18n import _
 
 log = logging.getLogger("attention_lab")
 
@@ -22,6 +23,20 @@ def literal(text) -> str:
     return _MARKUP.sub(r"\\\1", str(text)).replace("\n", "  \n")
 
 
+def translated(err: BaseException) -> str:
+    """A VizError's message in the session's language: its template translated and filled
+    with its values (viz_core/errors.py); a message without a catalogue entry stays as is."""
+    values = getattr(err, "values", None) or {}
+    msgid = getattr(err, "msgid", None) or str(err)
+    text = _(msgid)
+    if values:
+        try:
+            return text.format(**values)
+        except (KeyError, IndexError, ValueError):  # a translation that lost a placeholder
+            return str(err)
+    return text
+
+
 @contextmanager
 def reported(what: str):
     """Run a block; a VizError becomes st.error(message), anything else a short apology.
@@ -33,10 +48,12 @@ def reported(what: str):
     except vc.VizError as err:
         if err.__cause__ is not None:  # a failure told in short (e.g. loading): log its cause
             log.warning("%s failed: %s", what, err, exc_info=err)
-        st.error(literal(err), icon="⚠️")
+        st.error(literal(translated(err)), icon="⚠️")
         st.stop()
     except Exception as err:  # noqa: BLE001 - the user sees a message, the log the details
         log.exception("%s failed", what)
-        st.error(f"Something went wrong while {literal(what)} ({type(err).__name__}). "
-                 "Try another input or model; the rest of the app keeps working.", icon="⚠️")
+        st.error(_("Something went wrong while {what} ({error}). Try another input or model; "
+                   "the rest of the app keeps working.").format(what=literal(what),
+                                                                error=type(err).__name__),
+                 icon="⚠️")
         st.stop()

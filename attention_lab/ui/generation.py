@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from viz_core.i18n import _
+
 from . import state
 
 KEY = "max_new"  # session key of the widget
@@ -27,13 +29,16 @@ def url_new_tokens() -> int | None:
     try:
         value = int(raw.strip())
     except ValueError:
-        state.notice(f"'{URL_KEY}={state.as_typed(raw)}' in the address is not a number of new "
-                     "tokens; using the model's default.")
+        state.notice(_("'{URL_KEY}={as_typed}' in the address is not a number of new tokens; "
+                       "using the model's default.").format(
+                         URL_KEY=URL_KEY, as_typed=state.as_typed(raw)))
         return None
     if not 0 <= value <= MAX_NEW_TOKENS:
         clamped = max(0, min(MAX_NEW_TOKENS, value))
-        state.notice(f"'{URL_KEY}={value}' is out of range (0–{MAX_NEW_TOKENS}); "
-                     f"using {clamped}.")
+        state.notice(_("'{URL_KEY}={value}' is out of range (0–{MAX_NEW_TOKENS}); using "
+                       "{clamped}.").format(
+                         URL_KEY=URL_KEY, value=value, MAX_NEW_TOKENS=MAX_NEW_TOKENS,
+                         clamped=clamped))
         return clamped
     return value
 
@@ -55,12 +60,13 @@ def new_tokens_control(model) -> int | None:
         except (TypeError, ValueError):
             st.session_state[KEY] = None
     st.number_input(
-        f"New tokens (0–{MAX_NEW_TOKENS})", min_value=0, max_value=MAX_NEW_TOKENS, value=None,
-        step=1, key=KEY, placeholder="model's default",
-        help="Greedy tokens the model generates after your prompt before the trace; 0 traces "
+        _("New tokens (0–{MAX_NEW_TOKENS})").format(MAX_NEW_TOKENS=MAX_NEW_TOKENS), min_value=0,
+        max_value=MAX_NEW_TOKENS, value=None,
+        step=1, key=KEY, placeholder=_("model's default"),
+        help=_("Greedy tokens the model generates after your prompt before the trace; 0 traces "
              "the prompt alone. Empty: the model decides (the shipped toys continue their "
              "prompt; a loaded model is traced on the prompt alone when generating would take "
-             "longer than the trace).")
+             "longer than the trace)."))
     value = st.session_state[KEY]
     value = None if value is None else int(value)
     state.to_url(**{URL_KEY: value})

@@ -2,27 +2,35 @@
 
 from __future__ import annotations
 
+from viz_core.i18n import N_, _
+
 LABELS = {
-    "name": "Name", "kind": "Kind", "family": "Family", "device": "Device",
-    "layers": "Layers", "decoder_layers": "Decoder layers",
-    "heads": "Heads per layer", "kv_heads": "Key/value heads", "d_model": "Width d_model",
-    "parameters": "Parameters", "positional": "Positions", "scores": "Pre-softmax scores",
-    "path": "Loaded from", "max_tokens": "Longest input (tokens)",
+    "name": N_("Name"), "kind": N_("Kind"), "family": N_("Family"), "device": N_("Device"),
+    "layers": N_("Layers"), "decoder_layers": N_("Decoder layers"),
+    "heads": N_("Heads per layer"), "kv_heads": N_("Key/value heads"),
+    "d_model": N_("Width d_model"), "parameters": N_("Parameters"), "positional": N_("Positions"),
+    "scores": N_("Pre-softmax scores"),
+    "path": N_("Loaded from"), "max_tokens": N_("Longest input (tokens)"),
 }
-KIND_WORDS = {"encoder-decoder": "encoder–decoder (translation-style)",
-              "encoder-only": "encoder only (BERT-style)",
-              "decoder-only": "decoder only (GPT-style)"}
+# the shipped cards' own fields (checkpoints/*/card.json), as the card table names them
+CARD_FIELDS = [N_("Task"), N_("Generator version"), N_("Metrics"), N_("Train steps"),
+               N_("Train seconds"), N_("Threads"), N_("Seed"), N_("Data sizes"), N_("Training"),
+               N_("Architecture"), N_("Compared"), N_("Teacher"), N_("Recipe"), N_("Text"),
+               N_("Teacher seconds"), N_("Machine")]
+KIND_WORDS = {"encoder-decoder": N_("encoder–decoder (translation-style)"),
+              "encoder-only": N_("encoder only (BERT-style)"),
+              "decoder-only": N_("decoder only (GPT-style)")}
 
 
 def readable(key: str, value, nested: bool = False) -> str:
     """One value as text a person reads: 22,713,216; yes/no; lists joined; dicts as
     "key: value" pairs (numbers inside them with thousands separators), never JSON."""
     if isinstance(value, bool):
-        return "yes" if value else "no"
+        return _("yes") if value else _("no")
     if isinstance(value, int) and (nested or key in ("parameters", "max_tokens")):
         return f"{value:,}"
     if key == "kind" and value in KIND_WORDS:
-        return KIND_WORDS[value]
+        return _(KIND_WORDS[value])
     if isinstance(value, (list, tuple)):  # a list of dicts (en-fr's heads): one (...) each
         return ", ".join(f"({readable(key, v, nested)})" if isinstance(v, dict) else
                          readable(key, v, nested) for v in value)
@@ -47,15 +55,16 @@ def model_card_rows(info: dict, card: dict | None = None) -> list[dict[str, str]
     """[{"field", "value"}]: info() first in a fixed order, then card fields (no examples
     or description, which the page shows elsewhere). Values are plain text."""
     shown = _depth(info)
-    labels = {**LABELS, "layers": "Encoder layers" if info.get("kind") == "encoder-decoder"
-              else "Layers"}
-    rows = [{"field": labels.get(k, k.replace("_", " ").capitalize()), "value": readable(k, v)}
+    labels = {**LABELS, "layers": N_("Encoder layers") if info.get("kind") == "encoder-decoder"
+              else N_("Layers")}
+    rows = [{"field": _(labels[k]) if k in labels else k.replace("_", " ").capitalize(),
+             "value": readable(k, v)}
             for k, v in sorted(shown.items(), key=lambda kv: (list(LABELS).index(kv[0])
                                                              if kv[0] in LABELS else 99))]
     for k, v in (card or {}).items():
         if k in ("description", "examples", "name") or k in info:
             continue
-        rows.append({"field": k.replace("_", " ").capitalize(), "value": readable(k, v)})
+        rows.append({"field": _(k.replace("_", " ").capitalize()), "value": readable(k, v)})
     return rows
 
 
@@ -68,5 +77,5 @@ def model_metrics(info: dict) -> list[tuple[str, str]]:
     params = info.get("parameters")
     size = "—" if not isinstance(params, int) else (
         f"{params / 1e6:.1f} M" if params >= 1e6 else f"{params / 1e3:.0f} k")
-    return [("Layers", depth), ("Heads", str(info.get("heads", "—"))),
-            ("d_model", str(info.get("d_model", "—"))), ("Parameters", size)]
+    return [(_("Layers"), depth), (_("Heads"), str(info.get("heads", "—"))),
+            ("d_model", str(info.get("d_model", "—"))), (_("Parameters"), size)]

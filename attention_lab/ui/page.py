@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
+from viz_core.i18n import _
+
 from . import state
+from .lang import apply_language
 from .sidebar import Selection
 
 
@@ -27,6 +30,7 @@ def leave_legacy_page_mode() -> None:
 def selection() -> Selection:
     """The sidebar's choice for this run (set by app.py before the page runs)."""
     leave_legacy_page_mode()
+    apply_language()  # app.py did it already; a page run on its own (tests) needs it too
     sel = st.session_state.get("_selection")
     if sel is None:  # a page run on its own (tests): build the sidebar here
         from .sidebar import sidebar
@@ -42,7 +46,7 @@ def show_trace_messages(trace) -> None:
     if trace.unknown_words:
         words = ", ".join(repr(w) for w in trace.unknown_words[:30])
         more = "" if len(trace.unknown_words) <= 30 else f" and {len(trace.unknown_words) - 30} more"
-        st.caption("Not in the model's vocabulary (shown as <unk>):")
+        st.caption(_("Not in the model's vocabulary (shown as <unk>):"))
         st.code(words + more, language=None)
     state.show_notices()
 
@@ -50,5 +54,5 @@ def show_trace_messages(trace) -> None:
 def show_output(trace) -> None:
     """The model's own output text (for generating models), shown literally."""
     if trace.output_text:
-        st.markdown("**Model output**")
+        st.markdown(_("**Model output**"))
         st.code(trace.output_text, language=None)

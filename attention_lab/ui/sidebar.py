@@ -10,6 +10,7 @@ import streamlit as st
 from streamlit import config
 
 import viz_core as vc
+from viz_core.i18n import N_, _
 from viz_core.loading.entry import CHECKPOINTS
 from viz_core.loading.policy import BUILTIN_HF, Policy, set_default_policy
 
@@ -17,6 +18,7 @@ from . import state
 from .charts import IMAGE_FORMATS
 from .errors import literal, log, reported
 from .generation import new_tokens_control
+from .lang import language_switch
 from .runs import PRECISIONS, TraceRequest, get_model, model_footprint, run_trace, with_precision
 
 MINILM = "minilm"
@@ -71,10 +73,10 @@ def secret_settings() -> dict:
         log.exception("the secrets file could not be read")
     except (TypeError, ValueError):
         log.exception("the [attention_lab] settings in the secrets could not be read")
-    st.error("This deployment's settings file (.streamlit/secrets.toml) could not be read, so "
+    st.error(_("This deployment's settings file (.streamlit/secrets.toml) could not be read, so "
              "the app stopped rather than run without its model restrictions. Check the "
              "file's TOML syntax (the server log has the details) and that [attention_lab] "
-             "is a table.", icon="⚠️")
+             "is a table."), icon="⚠️")
     st.stop()
 
 
@@ -83,7 +85,7 @@ def deployment_policy() -> Policy:
     top-level ATTENTION_LAB_* keys) in .streamlit/secrets.toml when there is one. Also made
     viz_core's default, so vc.load enforces the same policy (sizes before allocation)."""
     overrides = secret_settings()
-    with reported("reading the deployment settings"):
+    with reported(_("reading the deployment settings")):
         policy = Policy.from_env(overrides=overrides)
     set_default_policy(policy)
     return policy
@@ -106,52 +108,52 @@ def custom_allowed(policy: Policy) -> bool:
 
 
 def sidebar() -> Selection:
+    language_switch()  # first: everything below speaks the session's language
     policy = deployment_policy()
     choices = model_choices(policy)
     options = [*choices, CUSTOM] if custom_allowed(policy) else choices
     if not options:
-        st.error("This deployment allows no model (see ATTENTION_LAB_ALLOWED_MODELS).")
+        st.error(_("This deployment allows no model (see ATTENTION_LAB_ALLOWED_MODELS)."))
         st.stop()
     url_model = state.url_text("model", options[0] if choices else "")
     picked = url_model if url_model in choices else (CUSTOM if CUSTOM in options
                                                        else options[0])
     if url_model and url_model not in choices and CUSTOM not in options:
-        state.notice(f"This deployment does not allow the model "
-                     f"'{state.as_typed(url_model, 80)}'; "
-                     f"showing {options[0]}.")
+        state.notice(_("This deployment does not allow the model '{model}'; showing {shown}.").format(
+            model=state.as_typed(url_model, 80), shown=options[0]))
     state.widget_default("model_pick", picked)
     custom = state.widget_default("model_custom", "" if url_model in choices else url_model,
                                   typed=True)
     if st.session_state.model_pick not in options:
         st.session_state.model_pick = options[0]
-    state.clean_state("model_custom", "model name")
+    state.clean_state("model_custom", N_("model name"))
 
     with st.sidebar:
-        st.selectbox("Model", options, key="model_pick",
+        st.selectbox(_("Model"), options, key="model_pick",
                      format_func=lambda n: n if n == CUSTOM else f"{n} — {describe(n)}"[:80],
-                     help="Shipped demo models, the embedded MiniLM, or your own model.")
+                     help=_("Shipped demo models, the embedded MiniLM, or your own model."))
         name = st.session_state.model_pick
         if name == CUSTOM:
-            st.text_input("Checkpoint dir, Hugging Face dir or Hub id", custom, key="model_custom",
-                          placeholder="e.g. /path/to/model or bert-base-uncased")
+            st.text_input(_("Checkpoint dir, Hugging Face dir or Hub id"), custom, key="model_custom",
+                          placeholder=_("e.g. /path/to/model or bert-base-uncased"))
             name = st.session_state.model_custom.strip()
             if not name:
-                st.info("Enter a path or id to load a model of your own.")
+                st.info(_("Enter a path or id to load a model of your own."))
                 st.stop()
         devices = ["auto", *vc.available_devices()]
         state.widget_default("device", state.url_choice("device", devices, "auto"))
-        st.selectbox("Device", devices, key="device",
-                     help="auto picks a GPU when there is one, else the CPU.")
+        st.selectbox(_("Device"), devices, key="device",
+                     help=_("auto picks a GPU when there is one, else the CPU."))
         state.widget_default("dtype", state.url_choice("dtype", PRECISIONS, "auto"))
-        st.selectbox("Precision", PRECISIONS, key="dtype",
-                     help="Weights and activations: auto is bfloat16 on a GPU and float32 on "
-                          "a CPU. Softmax and every pattern shown are float32 whatever this is.")
+        st.selectbox(_("Precision"), PRECISIONS, key="dtype",
+                     help=_("Weights and activations: auto is bfloat16 on a GPU and float32 on "
+                          "a CPU. Softmax and every pattern shown are float32 whatever this is."))
         device = with_precision(st.session_state.device, st.session_state.dtype)
         size = model_footprint(name, device)
         if size:
-            st.caption(f"Weights: {literal(size)}")
-        with st.spinner(f"Loading {literal(name[:80])}…"), \
-                reported(f"loading the model {name[:80]!r}"):
+            st.caption(_("Weights: {size}").format(size=literal(size)))
+        with st.spinner(_("Loading {name}…").format(name=literal(name[:80]))), \
+                reported(_("loading the model {name!r}").format(name=name[:80])):
             policy.check_name(name, builtin=name in choices)
             model = get_model(name, device)
         for message in getattr(model, "notices", []):
@@ -163,25 +165,25 @@ def sidebar() -> Selection:
             st.session_state["_text_model"] = name
             st.session_state["text"] = state.url_text("text", examples[0] if examples else "")
         state.widget_default("text", state.url_text("text", ""), typed=True)
-        state.clean_state("text", "input text")
-        st.text_area("Input text", st.session_state.text, key="text",
+        state.clean_state("text", N_("input text"))
+        st.text_area(_("Input text"), st.session_state.text, key="text",
                      max_chars=state.MAX_TEXT_CHARS, height=90)
         if examples:
-            st.selectbox("Examples", ["—", *examples], key="example",
-                         on_change=_use_example, help="Put an example into the input box.")
+            st.selectbox(_("Examples"), ["—", *examples], key="example",
+                         on_change=_use_example, help=_("Put an example into the input box."))
         target = None
         if model.architecture == "encoder-decoder":
             state.widget_default("target", state.url_text("target", ""), typed=True)
-            state.clean_state("target", "target")
-            st.text_input("Target (optional)", st.session_state.target, key="target",
-                          help="Teacher-force this output; leave empty to see the model's "
-                               "own greedy output.")
+            state.clean_state("target", N_("target"))
+            st.text_input(_("Target (optional)"), st.session_state.target, key="target",
+                          help=_("Teacher-force this output; leave empty to see the model's "
+                               "own greedy output."))
             target = st.session_state.target.strip() or None
         max_new = new_tokens_control(model)  # decoder-only models; None elsewhere
         state.show_notices()
         state.widget_default("image_format", IMAGE_FORMATS[0])
-        st.radio("Chart images", IMAGE_FORMATS, key="image_format", horizontal=True,
-                 help="Format saved by the camera button of every chart's toolbar.")
+        st.radio(_("Chart images"), IMAGE_FORMATS, key="image_format", horizontal=True,
+                 help=_("Format saved by the camera button of every chart's toolbar."))
         state.to_url(model=name, device=st.session_state.device, text=st.session_state.text,
                      target=target, dtype=st.session_state.dtype, resend=True)
     return Selection(name, device, st.session_state.text, target, model, max_new)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from viz_core.i18n import _
+
 MAX_TEXT_CHARS = 20_000
 
 
@@ -30,8 +32,8 @@ def clean_text(value: str, what: str = "text") -> str:
     cleaned = value.replace("\x00", "")
     if any(0xD800 <= ord(c) <= 0xDFFF for c in cleaned):
         cleaned = "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in cleaned)
-        notice(f"The {what} held invalid characters (lone UTF-16 surrogates); each was "
-               "replaced by �.")
+        notice(_("The {what} held invalid characters (lone UTF-16 surrogates); each was replaced "
+                 "by �.").format(what=_(what)))
     return cleaned
 
 
@@ -41,18 +43,19 @@ def clean_state(key: str, what: str = "text") -> None:
     if isinstance(value, str):
         cleaned = clean_text(value, what)
         if len(cleaned) > MAX_TEXT_CHARS:
-            notice(f"The {what} was {len(cleaned):,} characters; it was cut to "
-                   f"{MAX_TEXT_CHARS:,}.")
+            notice(_("The {what} was {n_cleaned:,} characters; it was cut to {MAX_TEXT_CHARS:,}.").format(
+                       what=_(what), n_cleaned=len(cleaned), MAX_TEXT_CHARS=MAX_TEXT_CHARS))
             cleaned = cleaned[:MAX_TEXT_CHARS]
         if cleaned != value:
             st.session_state[key] = cleaned
 
 
 def url_text(key: str, default: str = "") -> str:
-    value = clean_text(st.query_params.get(key, default), f"'{key}' value in the address")
+    value = clean_text(st.query_params.get(key, default), _("'{key}' value in the address").format(key=key))
     if len(value) > MAX_TEXT_CHARS:
-        notice(f"The '{key}' value in the address was {len(value):,} characters; "
-               f"it was cut to {MAX_TEXT_CHARS:,}.")
+        notice(_("The '{key}' value in the address was {n_value:,} characters; it was cut to "
+                 "{MAX_TEXT_CHARS:,}.").format(
+                   key=key, n_value=len(value), MAX_TEXT_CHARS=MAX_TEXT_CHARS))
         value = value[:MAX_TEXT_CHARS]
     return value
 
@@ -65,11 +68,13 @@ def url_int(key: str, default: int, lo: int, hi: int) -> int:
     try:
         value = int(raw)
     except ValueError:
-        notice(f"'{key}={as_typed(raw)}' in the address is not a number; using {default}.")
+        notice(_("'{key}={as_typed}' in the address is not a number; using {default}.").format(
+                   key=key, as_typed=as_typed(raw), default=default))
         return max(lo, min(hi, default))
     if not lo <= value <= hi:
         clamped = max(lo, min(hi, value))
-        notice(f"'{key}={value}' is out of range ({lo}–{hi}); showing {clamped}.")
+        notice(_("'{key}={value}' is out of range ({lo}–{hi}); showing {clamped}.").format(
+                   key=key, value=value, lo=lo, hi=hi, clamped=clamped))
         return clamped
     return value
 
@@ -82,10 +87,12 @@ def url_float(key: str, default: float, lo: float, hi: float) -> float:
         try:
             value = float(raw)
         except ValueError:
-            notice(f"'{key}={as_typed(raw)}' in the address is not a number; using {default}.")
+            notice(_("'{key}={as_typed}' in the address is not a number; using {default}.").format(
+                       key=key, as_typed=as_typed(raw), default=default))
         if not lo <= value <= hi:  # NaN too
             clamped = max(lo, min(hi, value)) if value == value else float(default)
-            notice(f"'{key}={value}' is out of range ({lo}–{hi}); showing {clamped}.")
+            notice(_("'{key}={value}' is out of range ({lo}–{hi}); showing {clamped}.").format(
+                       key=key, value=value, lo=lo, hi=hi, clamped=clamped))
             return clamped
     return max(lo, min(hi, value))
 
@@ -95,8 +102,8 @@ def url_choice(key: str, options: list[str], default: str) -> str:
     if raw is None:
         return default
     if raw not in options:
-        notice(f"'{key}={as_typed(raw)}' in the address is not one of {options}; "
-               f"using {default}.")
+        notice(_("'{key}={as_typed}' in the address is not one of {options}; using {default}.").format(
+                   key=key, as_typed=as_typed(raw), options=options, default=default))
         return default
     return raw
 

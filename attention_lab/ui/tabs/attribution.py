@@ -10,11 +10,12 @@ from viz_core.figures.contributions import attribution_bars, attribution_heatmap
 from ..charts import chart, download_csv
 from ..contributions import attempt
 from ..errors import literal
+from ..lang import fragment
 from ..runs import AnalysisRequest, run_analysis
 from .explain import Explained
 
 
-@st.fragment
+@fragment
 def attribution_tab(sel, explained: Explained) -> None:
     request = AnalysisRequest.of(sel, "logit_attribution", text=sel.text,
                                  target=sel.target or None, position=explained.position,

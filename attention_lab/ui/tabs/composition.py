@@ -9,10 +9,11 @@ from viz_core.figures.contributions import composition_heatmap
 from ..charts import chart, download_csv
 from ..contributions import attempt
 from ..controls import url_select
+from ..lang import fragment
 from ..runs import AnalysisRequest, run_analysis
 
 
-@st.fragment
+@fragment
 def composition_tab(sel) -> None:
     with attempt("computing the composition scores"):
         comp = run_analysis(AnalysisRequest.of(sel, "composition"),

@@ -9,12 +9,13 @@ from viz_core.figures.entropy import head_entropy_heatmap
 from ..charts import chart, download_csv
 from ..contributions import attempt
 from ..controls import url_select
+from ..lang import fragment
 from ..runs import AnalysisRequest, run_analysis
 
 MEASURES = {"normalised": "Normalised (0 = one key, 1 = uniform)", "entropy": "Nats"}
 
 
-@st.fragment
+@fragment
 def entropy_tab(sel) -> None:
     measure = url_select("Measure", "ent_measure", list(MEASURES), widget="radio",
                          horizontal=True, format_func=MEASURES.get,

@@ -9,12 +9,13 @@ from viz_core.figures.contributions import logit_lens_grid
 
 from ..charts import chart, download, download_csv
 from ..contributions import attempt, lens_npz
+from ..lang import fragment
 from ..runs import AnalysisRequest, run_analysis
 
 LENS_POSITIONS = 256  # positions drawn in the lens grid (long inputs: the last ones)
 
 
-@st.fragment
+@fragment
 def lens_tab(sel) -> None:
     request = AnalysisRequest.of(sel, "logit_lens", text=sel.text, target=sel.target or None,
                                  k=5)

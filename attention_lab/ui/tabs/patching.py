@@ -22,6 +22,7 @@ from ..charts import chart, download, download_csv
 from ..contributions import attempt, patching_npz, suggested_corruption
 from ..controls import url_select, url_text_box
 from ..errors import literal
+from ..lang import fragment
 from ..runs import AnalysisRequest, run_analysis
 from .explain import Explained
 
@@ -74,7 +75,7 @@ def _pair(sel) -> tuple[str, str]:
     return clean, corrupted
 
 
-@st.fragment
+@fragment
 def patching_tab(sel, explained: Explained) -> None:
     clean, corrupted = _pair(sel)
     over = url_select("Patch", "over", OVER, widget="radio", horizontal=True,

@@ -12,11 +12,12 @@ from viz_core.figures.common import choice_labels
 from .. import state
 from ..contributions import qk_request, show_qk
 from ..controls import url_number, url_select
+from ..lang import fragment
 from ..runs import run_trace
 from .explain import text_request
 
 
-@st.fragment
+@fragment
 def qk_tab(sel) -> None:
     trace = run_trace(text_request(sel))
     blocks = trace.blocks

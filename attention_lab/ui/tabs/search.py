@@ -15,13 +15,14 @@ from ..charts import chart, download_csv
 from ..contributions import SearchRequest, attempt, head_search
 from ..controls import block_kind_label, open_head, url_select
 from ..errors import literal
+from ..lang import fragment
 from ..runs import run_trace
 from .explain import text_request
 
 MODES = {"pair": "these two tokens", **TEMPLATES}
 
 
-@st.fragment
+@fragment
 def search_tab(sel) -> None:
     request = text_request(sel)
     trace = run_trace(request)
