@@ -225,16 +225,17 @@ def p95(times: list[float]) -> float:
 
 
 @contextmanager
-def served_app(watcher: str | None = None, timeout: float = 120.0):
+def served_app(watcher: str | None = None, timeout: float = 120.0, env: dict | None = None):
     """`streamlit run app.py` as `make run` starts it (.streamlit/config.toml decides the
-    file watcher unless `watcher` is given); yields (base URL, server process)."""
+    file watcher unless `watcher` is given; `env` adds to its environment); yields (base URL,
+    server process)."""
     port = browser_support().free_port()
     cmd = [sys.executable, "-m", "attention_lab.server", "run", "app.py", "--server.port", str(port),
            "--server.address", "127.0.0.1", "--server.headless", "true"]
     if watcher:
         cmd += ["--server.fileWatcherType", watcher]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
+           "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false", **(env or {})}
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
@@ -444,6 +445,96 @@ def _interaction_row(kind: str, name: str, times: list[float], note: str, watche
     return row
 
 
+# ---- server CPU per interaction (issue 34) ------------------------------------------------
+# Process CPU seconds (user + system, psutil: robust on a shared machine, unlike wall clock)
+# of the app server per interaction, over Streamlit's own protocol (bench/load/protocol.py:
+# the messages Chromium's frontend sends, no browser), MiniLM and a cached trace. Two servers
+# in the same run: "before" collects the whole heap after every script run, as Streamlit
+# does by default (runner.postScriptGC; ATTENTION_LAB_GC_SECONDS=0 restores it), "after" as
+# shipped (attention_lab/server.py: at most once every 30 s). Each figure is the kind's CPU
+# summed over its interactions / their number (a tick of process CPU time is 10 ms).
+GC_POLICIES = (("before", {"ATTENTION_LAB_GC_SECONDS": "0"}), ("after", {}))
+HEADS_MATTER_TABS = ("Logit lens", "Composition", "Head entropy", "Logit attribution")
+
+
+async def _cpu_session(base: str, proc, name: str, counts: dict[str, int]) -> dict:
+    """{kind: [CPU s, wall s, KB, errors] summed} for each kind of interaction."""
+    import asyncio
+
+    from bench.load.protocol import Session
+
+    seen: dict[str, list] = {}
+    settle = 0.25  # the run's end (its garbage collection included) is inside the window
+
+    async def timed(kind: str, step) -> None:
+        await asyncio.sleep(0.1)
+        cpu0 = _cpu(proc)
+        run = await step()
+        await asyncio.sleep(settle)
+        row = seen.setdefault(kind, [0.0, 0.0, 0.0, 0, 0])
+        row[0] += _cpu(proc) - cpu0
+        row[1] += run.seconds
+        row[2] += run.bytes / 1024
+        row[3] += len(run.errors)
+        row[4] += 1
+
+    query = {"model": name, "text": INTERACTION_TEXT}
+    warm = Session(base)  # loads the model, caches the trace and the first figures
+    await warm.open("attention", query)
+    await warm.close()
+    s = Session(base)
+    try:
+        await timed("first page", lambda: s.open("attention", query))
+        layer_box = next(w for w in s.widgets.values() if w.key == "layer")
+        head_box = next(w for w in s.widgets.values() if w.key == "head")
+        n_layers = int(re.search(r"–(\d+)", layer_box.label)[1]) + 1
+        n_heads = int(re.search(r"–(\d+)", head_box.label)[1]) + 1
+        for i in range(1, counts["head"] + 1):  # heads not shown before: figures built
+            await timed("head switch", lambda h=i % n_heads: s.set("head", h))
+        for i in range(1, counts["head"] + 1):  # the same heads again: cached figures
+            await timed("head again", lambda h=i % n_heads: s.set("head", h))
+        for i in range(1, counts["layer"] + 1):
+            await timed("layer switch", lambda la=i % n_layers: s.set("layer", la))
+        await s.set("view", "scores")  # the scores' own trace runs the model: not timed
+        for i in range(counts["view"]):
+            await timed("view radio", lambda v=("weights", "scores")[i % 2]: s.set("view", v))
+        await s.page("heads_matter")
+        for label in HEADS_MATTER_TABS[:counts["tabs"]]:  # each tab's analysis runs once
+            await s.set("tab", label)
+        for i in range(2 * counts["tabs"]):
+            label = HEADS_MATTER_TABS[i % counts["tabs"]]
+            await timed("heads matter tab", lambda la=label: s.set("tab", la))
+    finally:
+        await s.close()
+    return seen
+
+
+def cpu_rows(name: str, note: str, quick: bool) -> list[dict]:
+    """Server CPU per interaction, before and after the garbage policy, same run."""
+    import asyncio
+
+    counts = ({"head": 2, "layer": 1, "view": 2, "tabs": 1} if quick else
+              {"head": 12, "layer": 6, "view": 6, "tabs": 4})
+    policies = GC_POLICIES[1:] if quick else GC_POLICIES  # quick: the shipped policy only
+    found: dict[str, dict] = {}
+    for policy, env in policies:
+        with served_app(env=env) as (base, proc):
+            found[policy] = asyncio.run(_cpu_session(base, proc, name, counts))
+    rows = []
+    for kind in found[policies[-1][0]]:
+        row = {"name": f"latency: server CPU per {kind} ({note})", "model": note,
+               "how": "Streamlit protocol client (bench/load), process CPU of streamlit run "
+                      "app.py, per interaction"}
+        for policy, _ in policies:
+            cpu_s, wall_s, kb, errors, n = found[policy][kind]
+            row.update({f"{policy}_cpu_s": cpu_s / n, f"{policy}_wall_s": wall_s / n,
+                        f"{policy}_errors": errors, "n": n, "ws_kb": kb / n})
+        if "before_cpu_s" in row and row["after_cpu_s"] > 0:
+            row["cpu_ratio"] = row["before_cpu_s"] / row["after_cpu_s"]
+        rows.append(row)
+    return rows
+
+
 def run(quick: bool = False) -> list[dict]:
     repeat = 1 if quick else 7
     with tempfile.TemporaryDirectory() as tmp:
@@ -453,6 +544,7 @@ def run(quick: bool = False) -> list[dict]:
             rows += browser_rows(name, model, note, 1 if quick else 5)
             rows += interaction_rows(name if quick else "minilm", note if quick else "minilm",
                                      quick)
+            rows += cpu_rows(name if quick else "minilm", note if quick else "minilm", quick)
         except ImportError as err:
             rows.append({"name": "latency: browser", "skipped": f"playwright missing ({err})"})
     return rows
@@ -461,5 +553,13 @@ def run(quick: bool = False) -> list[dict]:
 if __name__ == "__main__":
     import sys
 
-    for row in run(quick="--quick" in sys.argv):
+    quick = "--quick" in sys.argv
+    if "--cpu" in sys.argv:  # only the server CPU per interaction, before / after
+        with tempfile.TemporaryDirectory() as tmp:
+            name, _model, note = (pick_model(True, Path(tmp)) if quick
+                                  else ("minilm", None, "minilm"))
+            rows = cpu_rows(name, note, quick)
+    else:
+        rows = run(quick=quick)
+    for row in rows:
         print({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()})

@@ -109,6 +109,8 @@ def put_value(state, widget: Widget) -> None:
         state.string_array_value.data.extend(v)
     elif widget.kind == "slider":
         state.double_array_value.data.extend(v)
+    elif widget.kind == "tabs":  # st.tabs(on_change="rerun"): the open tab's label
+        state.string_value = v
 
 
 class Session:
@@ -275,7 +277,24 @@ class Session:
             self.query = msg.page_info_changed.query_string
         elif kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
             self._element(msg, run)
+        elif kind == "delta" and msg.delta.WhichOneof("type") == "add_block":
+            self._tabs(msg)
         return None
+
+    def _tabs(self, msg: ForwardMsg) -> None:
+        """st.tabs(key=..., on_change="rerun") is a widget whose value is the open tab's
+        label; the frontend sends it only once a tab was clicked (set("tab", label))."""
+        block = msg.delta.add_block
+        if block.WhichOneof("type") != "tab_container" or not block.tab_container.id:
+            return
+        widget_id = block.tab_container.id
+        self.seen.add(widget_id)
+        old = self.widgets.get(widget_id)
+        path = list(msg.metadata.delta_path)
+        self.widgets[widget_id] = Widget(widget_id, "tabs", widget_key(widget_id), "tabs",
+                                         msg.delta.fragment_id,
+                                         bool(path) and path[0] == SIDEBAR,
+                                         old.value if old is not None else None)
 
     def _element(self, msg: ForwardMsg, run: Run) -> None:
         el = msg.delta.new_element
