@@ -33,13 +33,14 @@ from viz_core.atlas.figures import (
     top_table,
 )
 from viz_core.atlas.launch import atlas_home, recent_runs
+from viz_core.i18n import _
 
 sel = selection()
-st.title("Head atlas")
-st.caption("What each head does across many inputs: every head is scored on every example "
+st.title(_("Head atlas"))
+st.caption(_("What each head does across many inputs: every head is scored on every example "
            "for eight roles (definitions in docs/ATLAS.md), and coloured by its dominant one. "
            "A head-patching run (`--task patching`) shows how much each head restores over a "
-           "dataset of clean / corrupted pairs.")
+           "dataset of clean / corrupted pairs."))
 
 home = atlas_home()
 runs = [str(p) for p in recent_runs(home)]
@@ -48,46 +49,47 @@ state.widget_default("atlas_dir", state.url_text("atlas", runs[0] if runs else "
 run_small_atlas(sel, home, runs)
 
 c1, c2 = st.columns([3, 2])
-c1.text_input("Atlas directory", key="atlas_dir",
-              help="An output directory of `python -m viz_core.atlas`.")
+c1.text_input(_("Atlas directory"), key="atlas_dir",
+              help=_("An output directory of `python -m viz_core.atlas`."))
 if runs:
-    c2.selectbox("Recent runs", ["—", *runs], key="atlas_recent",
+    c2.selectbox(_("Recent runs"), ["—", *runs], key="atlas_recent",
                  on_change=lambda: st.session_state.update(
                      atlas_dir=st.session_state.atlas_recent
                      if st.session_state.atlas_recent != "—" else st.session_state.atlas_dir))
 path = st.session_state.atlas_dir.strip()
 state.to_url(atlas=path)
 if not path:
-    st.info("Run an atlas above, or give the directory of a finished one "
+    st.info(_("Run an atlas above, or give the directory of a finished one "
             "(`python -m viz_core.atlas --model NAME --data FILE --out DIR`, or `--task "
-            "patching --pairs FILE` for head patching over pairs).")
+            "patching --pairs FILE` for head patching over pairs)."))
     st.stop()
 folder = Path(path).expanduser()
 if not deployment_policy().allow_local_paths and home.resolve() not in folder.resolve().parents:
-    st.error(f"This deployment opens only atlases under {home}.")
+    st.error(_("This deployment opens only atlases under {home}.").format(home=home))
     st.stop()
 if not is_atlas(folder):
-    st.error(f"{path} is not an atlas directory (no manifest.json).")
+    st.error(_("{path} is not an atlas directory (no manifest.json).").format(path=path))
     st.stop()
 
 
 if is_patching(folder):  # `python -m viz_core.atlas --task patching --pairs FILE`
     show_patching_run(folder)
     st.stop()
-with reported("reading the atlas"):
+with reported(_("reading the atlas")):
     atlas = load_atlas(folder)
 
 info = atlas.info
 cut = info.get("input", {}).get("chars_cut", 0)
-st.write(f"**{info.get('model')}** on `{info.get('data')}` · {info.get('examples', 0):,} "
-         f"examples + {info.get('probe_examples', 0):,} probe · "
-         f"{info.get('token_cut', 0):,} cut to the model's length, {cut:,} over the character "
-         f"limit, {info.get('failed', 0):,} failed")
+st.write(_("**{get}** on `{get2}` · {get3:,} examples + {get4:,} probe · {get5:,} cut to the "
+           "model's length, {cut:,} over the character limit, {get6:,} failed").format(
+             get=info.get('model'), get2=info.get('data'), get3=info.get('examples', 0),
+             get4=info.get('probe_examples', 0), get5=info.get('token_cut', 0), cut=cut,
+             get6=info.get('failed', 0)))
 if not info.get("complete"):
-    st.warning(f"Partial atlas: {info.get('shards_done')} of {info.get('shards')} shards "
-               "finished. Continue it with `--resume`.", icon="⏸️")
+    st.warning(_("Partial atlas: {get} of {get2} shards finished. Continue it with `--resume`.").format(
+                   get=info.get('shards_done'), get2=info.get('shards')), icon="⏸️")
 if atlas.summary.empty:
-    st.info("No finished shard yet.")
+    st.info(_("No finished shard yet."))
     st.stop()
 
 kind = pick_kind(set(atlas.summary["kind"]))
@@ -106,18 +108,19 @@ for tab, role in zip(tabs[1:], ROLES):
         chart(heads_distribution(atlas.summary, kind, role), key=f"atlas_dist_{role}",
               name=f"atlas-{role}-heads")
 
-st.subheader("One head")
+st.subheader(_("One head"))
 c1, c2, c3 = st.columns([1, 1, 2])
 layer, head = pick_head(n_layers, n_heads, c1, c2)
 row = part[(part["layer"] == layer) & (part["head"] == head)]
 dominant = row["dominant"].iloc[0] if len(row) else "mixed"
-role = url_select("Role", "atlas_role", list(ROLES), dominant if dominant in ROLES else "previous",
+role = url_select(_("Role"), "atlas_role", list(ROLES), dominant if dominant in ROLES else "previous",
                   url_key="arole", container=c3, format_func=LABELS.get)
-st.write(f"Dominant role: **{LABELS[dominant]}**")
+st.write(_("Dominant role: **{value}**").format(value=LABELS[dominant]))
 chart(head_distribution(atlas.hist, kind, int(layer), int(head)), key="atlas_head_dist",
       name=f"atlas-{kind}-{layer}-{head}")
-st.caption(f"Top examples for {LABELS[role]} · peak: the query position (and token) where "
-           "the head scores highest · open: this example and head on the Attention page")
+st.caption(_("Top examples for {value} · peak: the query position (and token) where the head "
+             "scores highest · open: this example and head on the Attention page").format(
+               value=LABELS[role]))
 st.dataframe(top_table(atlas, kind, int(layer), int(head), role), key="atlas_top",
              hide_index=True, width="stretch",
              column_config={"open": st.column_config.LinkColumn("open", display_text="open ↗")})

@@ -41,9 +41,10 @@ from viz_core.figures.heatmap import (
     clip_window,
     is_long,
 )
+from viz_core.i18n import _
 
 sel = selection()
-st.title("Attention")
+st.title(_("Attention"))
 # The view is known before the run, so the trace captures only what this page draws: the
 # patterns, plus the pre-softmax scores in the "scores" view (no q/k/v/z: see ui.runs).
 views = ["weights", "scores"] if has_scores(sel.model) else ["weights"]
@@ -65,13 +66,14 @@ def _grid_clicked() -> None:
 
 def zoom_window(block, head: int, view: str, figure, why) -> None:
     """A long input's head is pooled: a window of it at full resolution, clickable."""
-    _, n_q, n_k = block.shape
-    st.markdown("**Zoom** (full resolution)")
+    _heads, n_q, n_k = block.shape
+    st.markdown(_("**Zoom** (full resolution)"))
     z1, z2, z3 = st.columns(3)
-    size = bounded_int("Window size", "zoom_size", 128, 1, ZOOM_MAX, container=z1,
-                       help=f"Queries and keys shown, at most {ZOOM_MAX} × {ZOOM_MAX}.")
-    q0 = bounded_int("First query", "zoom_q", 0, 0, n_q - 1, container=z2)
-    k0 = bounded_int("First key", "zoom_k", 0, 0, n_k - 1, container=z3)
+    size = bounded_int(_("Window size"), "zoom_size", 128, 1, ZOOM_MAX, container=z1,
+                       help=_("Queries and keys shown, at most {ZOOM_MAX} × {ZOOM_MAX}.").format(
+                                ZOOM_MAX=ZOOM_MAX))
+    q0 = bounded_int(_("First query"), "zoom_q", 0, 0, n_q - 1, container=z2)
+    k0 = bounded_int(_("First key"), "zoom_k", 0, 0, n_k - 1, container=z3)
     rows, cols = clip_window(block, q0, k0, size,
                              ZOOM_MAX if view == "weights" else ZOOM_MAX_SIGNED)
     zoom = figure("zoom", (block.name, head, view, rows, cols), lambda: clickable_cells(
@@ -94,17 +96,17 @@ def head_views() -> None:
                                               if block.window_size else "global"))
     if not block_has_scores(block) and st.session_state.view == "scores":  # this block kind
         st.session_state.view = "weights"
-    c_view.radio("Show", views, key="view", horizontal=True,
-                 help="weights: softmax after masking; scores: QKᵀ/√d_k before masking "
-                      "(blocked cells marked)")
+    c_view.radio(_("Show"), views, key="view", horizontal=True,
+                 help=_("weights: softmax after masking; scores: QKᵀ/√d_k before masking "
+                      "(blocked cells marked)"))
     view = st.session_state.view
     state.to_url(view=view)
     state.show_notices()
 
-    _, n_q, n_k = block.shape
+    _heads, n_q, n_k = block.shape
     long_block = is_long(block)
     if block.kind == "decoder.cross" and not long_block:
-        with st.expander("Alignment: argmax source per target", expanded=False):
+        with st.expander(_("Alignment: argmax source per target"), expanded=False):
             show_alignment(sel, trace, block, head)
     left, right = st.columns([3, 2])
     with left:

@@ -9,6 +9,7 @@ from attention_lab.ui.controls import pick_head
 from attention_lab.ui.page import selection, show_trace_messages
 from viz_core.analysis import block as vb
 from viz_core.figures.block import head_share_heatmap, ratio_figure, residual_figure, stream_heatmap
+from viz_core.i18n import _
 
 STREAM_LIMIT = 256 << 20  # bytes a stream capture may keep for this page
 
@@ -20,7 +21,7 @@ PLACEMENTS = {
 }
 
 sel = selection()
-st.title("The whole block")
+st.title(_("The whole block"))
 st.latex(r"\mathrm{MultiHead}(x) = \mathrm{Concat}(z_1, \dots, z_h)\,W_O + b_O"
          r" = \sum_h z_h\, W_{O,h}^\top + b_O,\qquad z_h = \mathrm{softmax}\!\left("
          r"\frac{Q_h K_h^\top}{\sqrt{d_k}}\right) V_h")
@@ -29,19 +30,20 @@ plain = sel.trace(capture=("pattern",))
 need = vb.stream_bytes(plain)
 if need > STREAM_LIMIT:
     n_tokens = max(len(plain.source_tokens), len(plain.target_tokens))
-    st.warning(f"This input has {n_tokens} tokens: keeping the residual stream of every layer "
-               f"would take about {need / 2**20:.0f} MB (this page keeps at most "
-               f"{STREAM_LIMIT >> 20} MB). Shorten the text to see the whole block.")
+    st.warning(_("This input has {n_tokens} tokens: keeping the residual stream of every layer "
+                 "would take about {value:.0f} MB (this page keeps at most {value2} MB). Shorten "
+                 "the text to see the whole block.").format(
+                   n_tokens=n_tokens, value=need / 2**20, value2=STREAM_LIMIT >> 20))
     st.stop()
 trace = sel.trace(capture=("z", "stream"))
 show_trace_messages(trace)
 info = trace.model_info
 if not trace.stream:
-    st.info("This model does not offer its residual stream to Attention Lab.")
+    st.info(_("This model does not offer its residual stream to Attention Lab."))
     st.stop()
 
 kind, layer, head, block = pick_head(trace)
-st.subheader("From heads to the block's output")
+st.subheader(_("From heads to the block's output"))
 steps = vb.shape_steps(block, info, trace)
 st.dataframe(pd.DataFrame(steps, columns=["step", "what happens", "shape [B, …]"]),
              hide_index=True, width="stretch", height=35 * (len(steps) + 1) + 3)
@@ -59,15 +61,16 @@ if w_o is not None and block.z is not None and sub in points:
     if b_o is not None:
         total = total + b_o.detach().float()
     diff = float((total - points[sub].float()).abs().max())
-    st.caption(f"Each row is one head's z_h (its d_v = {block.z.shape[-1]} columns of the "
-               f"concatenation) times its own slice of W_O. Adding the {block.n_heads} shares "
-               f"and W_O's bias gives the block's output as the model computed it "
-               f"(largest difference {diff:.1e}).")
+    st.caption(_("Each row is one head's z_h (its d_v = {value} columns of the concatenation) "
+                 "times its own slice of W_O. Adding the {n_heads} shares and W_O's bias gives "
+                 "the block's output as the model computed it (largest difference {diff:.1e}).").format(
+                   value=block.z.shape[-1], n_heads=block.n_heads, diff=diff))
 
-st.subheader("Residual stream, layer by layer")
+st.subheader(_("Residual stream, layer by layer"))
 placement = info.get("norm_placement", "post")
-st.markdown(f"**Norm placement: {placement}**, {PLACEMENTS.get(placement, placement)}. "
-            f"Norm: `{info.get('norm') or 'LayerNorm'}`.")
+st.markdown(_("**Norm placement: {placement}**, {get}. Norm: `{value}`.").format(
+                placement=placement, get=PLACEMENTS.get(placement, placement),
+                value=info.get('norm') or 'LayerNorm'))
 for stack_name in vb.stacks(trace):
     rows = vb.layer_rows(trace, stack_name, placement)
     if not rows:
@@ -84,8 +87,8 @@ for stack_name in vb.stacks(trace):
     if norms.shape[1] == len(tokens):
         chart(stream_heatmap(norms, tokens, stack_name),
               key=f"block_stream_{stack_name}", name=f"{stack_name}-stream-norms")
-st.caption("Bars: the mean per-token L2 norm of what each sublayer adds to the stream "
+st.caption(_("Bars: the mean per-token L2 norm of what each sublayer adds to the stream "
            "(attention after W_O, feed-forward after W_2; for models with a norm on the "
            "sublayer's output, after that norm). Lines: the stream entering and leaving the "
            "layer. With post-norm the stream is renormalised after every add, so its norm "
-           "stays near √d_model × the norm's gain; with pre-norm it grows layer by layer.")
+           "stays near √d_model × the norm's gain; with pre-norm it grows layer by layer."))

@@ -27,39 +27,40 @@ from attention_lab.ui.errors import literal
 from attention_lab.ui.page import selection
 from attention_lab.ui.runs import run_analysis
 from viz_core.figures.circuit import circuit_figure, faithfulness_figure
+from viz_core.i18n import _
 
 sel = selection()
-st.title("Circuits")
-st.caption("Which connections between components carry the answer. Every earlier component "
+st.title(_("Circuits"))
+st.caption(_("Which connections between components carry the answer. Every earlier component "
            "(the embeddings, each head, each MLP) writes into the residual stream that every "
            "later one reads (a head through its q, k and v inputs), so each (sender, "
            "receiver) pair is an edge. An edge's score is the share of the clean run's "
            "logit, above the corrupted run's, that is lost when the edge alone carries its "
            "corrupted value: exact patching runs that, EAP (Syed et al., 2023) estimates it "
            "from one gradient, EAP-IG (Hanna et al., 2024) from five along the way from the "
-           "corrupted input to the clean one.")
+           "corrupted input to the clean one."))
 
 suggestion = suggested_corruption(sel.model_name, sel.device, sel.text)
 follow_the_sidebar(sel, suggestion)
 p1, p2 = st.columns(2)
-clean = url_text_box("Clean text", "circ_clean", "The input whose answer the circuit "
+clean = url_text_box(_("Clean text"), "circ_clean", "The input whose answer the circuit "
                      "carries (faithfulness 1).", limit=state.MAX_TEXT_CHARS, area=True,
                      container=p1, default=sel.text)
-corrupted = url_text_box("Corrupted text", "circ_corrupt", "The same number of tokens with "
+corrupted = url_text_box(_("Corrupted text"), "circ_corrupt", "The same number of tokens with "
                          "something changed (faithfulness 0).", limit=state.MAX_TEXT_CHARS,
                          area=True, container=p2, default=suggestion[0] if suggestion else "")
-method = url_select("Method", "circ_method", METHODS, "eap", widget="radio", horizontal=True,
+method = url_select(_("Method"), "circ_method", METHODS, "eap", widget="radio", horizontal=True,
                     format_func=METHOD_LABELS.get,
-                    help="EAP: one backward pass. EAP-IG: five, closer to exact where the "
-                         "model is far from linear. Exact: one patched run per edge.")
+                    help=_("EAP: one backward pass. EAP-IG: five, closer to exact where the "
+                         "model is far from linear. Exact: one patched run per edge."))
 state.show_notices()
 refused = refusal(sel)
 if refused:
     st.info(literal(refused), icon="ℹ️")
     st.stop()
 if not clean.strip() or not corrupted.strip():
-    st.info("Type a clean text and a corrupted one of the same token count to find the "
-            "edges that carry the clean answer.")
+    st.info(_("Type a clean text and a corrupted one of the same token count to find the "
+            "edges that carry the clean answer."))
     st.stop()
 
 with attempt("finding the circuit"):
@@ -71,8 +72,10 @@ with attempt("finding the circuit"):
         for w in result.warnings:
             st.warning(literal(w), icon="✂️")
         edges = result.edges
-        st.caption(f"Metric: {literal(result.metric)} (clean {result.clean:.3f}, corrupted "
-                   f"{result.corrupted:.3f}); {len(edges):,} edges.")
+        st.caption(_("Metric: {metric} (clean {clean:.3f}, corrupted {corrupted:.3f}); "
+                     "{n_edges:,} edges.").format(
+                       metric=literal(result.metric), clean=result.clean,
+                       corrupted=result.corrupted, n_edges=len(edges)))
         top = kept_slider(len(edges))
         kept = result.circuit(top=top)
         counts = curve_counts(len(edges))
@@ -85,14 +88,14 @@ with attempt("finding the circuit"):
             event = chart(fig, key=f"circuit_{method}_{top}", on_select="rerun",
                           name="circuit")
             open_clicked_head(event)
-            st.caption("Blue: the edge carries the clean answer; red: it works against it. "
+            st.caption(_("Blue: the edge carries the clean answer; red: it works against it. "
                        "Width: |score|. Into a head: q solid, k dashed, v dotted. Click a "
-                       "head to open it on Which heads matter.")
+                       "head to open it on Which heads matter."))
         with side:
             chart(faithfulness_figure(counts, curve, kept=top, kept_value=here),
                   key=f"circuit_faith_{method}", name="circuit-faithfulness")
-            st.caption(f"Keeping the top {top} edges (every other edge carries its "
-                       f"corrupted value): faithfulness {here:.3f}.")
+            st.caption(_("Keeping the top {top} edges (every other edge carries its corrupted "
+                         "value): faithfulness {here:.3f}.").format(top=top, here=here))
         heads = [n for n in dict.fromkeys([*kept["sender"], *kept["receiver"]]) if head_of(n)]
         head_picker(heads)
         st.dataframe(kept.round(4), hide_index=True, height=280, width="stretch",

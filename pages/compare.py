@@ -15,40 +15,42 @@ from attention_lab.ui.runs import TraceRequest, get_model, get_trace
 from attention_lab.ui.sidebar import model_choices
 from viz_core import npz_bytes
 from viz_core.figures.heatmap import block_heatmap, matrix_heatmap
+from viz_core.i18n import _
 
 sel = selection()
-st.title("Compare")
+st.title(_("Compare"))
 modes = ["two inputs", "two models", "teacher and student"]
-mode = url_select("Compare", "cmp_mode", modes, widget="radio", horizontal=True)
+mode = url_select(_("Compare"), "cmp_mode", modes, widget="radio", horizontal=True)
 if mode == "teacher and student":
     teacher_and_student(sel)
     st.stop()
 if mode == "two inputs":
     text_b = state.widget_default("text_b", state.url_text("text_b", sel.text), typed=True)
-    st.text_input("Second input", text_b, key="text_b")
+    st.text_input(_("Second input"), text_b, key="text_b")
     state.to_url(text_b=st.session_state.text_b)
     runs = [(sel.model_name, sel.text), (sel.model_name, st.session_state.text_b)]
 else:
     others = [m for m in model_choices() if m != sel.model_name] or [sel.model_name]
-    model_b = url_select("Second model", "model_b", others)
+    model_b = url_select(_("Second model"), "model_b", others)
     runs = [(sel.model_name, sel.text), (model_b, sel.text)]
 
 traces = []
 for name, text in runs:
-    with st.spinner(f"Running {literal(name)}…"), reported(f"running {name}"):
+    with st.spinner(_("Running {name}…").format(name=literal(name))), \
+            reported(_("running {name}").format(name=name)):
         max_new = for_model(get_model(name, sel.device), sel.max_new)  # decoders only
         target = sel.target if name == sel.model_name else None
         traces.append(get_trace(TraceRequest(name, sel.device, text, target, max_new=max_new)))
 common = [k for k in traces[0].kinds() if k in traces[1].kinds()]
 if not common:
-    st.warning("These two models share no kind of attention block to compare.")
+    st.warning(_("These two models share no kind of attention block to compare."))
     st.stop()
 c1, c2, c3 = st.columns([2, 1, 1])
-block_kind = url_select("Block", "cmp_kind", common, container=c1)
+block_kind = url_select(_("Block"), "cmp_kind", common, container=c1)
 n_layers = min(len(t.layers(block_kind)) for t in traces)
 n_heads = min(t.layers(block_kind)[0].n_heads for t in traces)
-layer = url_number("Layer", "cmp_layer", 0, 0, n_layers - 1, container=c2)
-head = url_number("Head", "cmp_head", 0, 0, n_heads - 1, container=c3)
+layer = url_number(_("Layer"), "cmp_layer", 0, 0, n_layers - 1, container=c2)
+head = url_number(_("Head"), "cmp_head", 0, 0, n_heads - 1, container=c3)
 state.show_notices()
 blocks = [t.layers(block_kind)[int(layer)] for t in traces]
 
@@ -72,9 +74,10 @@ if a.pattern.shape[1:] == b.pattern.shape[1:]:
                          colorscale="RdBu", zmin=-lim, zmax=lim, zmid=0.0),
           key="cmp_diff", name="compare-diff")
 else:
-    st.info(f"The two runs have different token counts ({a.pattern.shape[1:]} vs "
-            f"{b.pattern.shape[1:]}), so a cell-by-cell difference is not defined. Use inputs "
-            "with the same number of tokens (e.g. swap one word) to see the difference.")
+    st.info(_("The two runs have different token counts ({value} vs {value2}), so a cell-by-cell "
+              "difference is not defined. Use inputs with the same number of tokens (e.g. swap "
+              "one word) to see the difference.").format(
+                value=a.pattern.shape[1:], value2=b.pattern.shape[1:]))
 download("Both patterns (NPZ)", lambda: npz_bytes(
     {"left/pattern": a.pattern, "right/pattern": b.pattern, "left/mask": a.mask,
      "right/mask": b.mask}), "compare.npz", "application/octet-stream", "dl_compare")

@@ -19,32 +19,33 @@ from attention_lab.ui.runs import run_analysis, run_trace
 from attention_lab.ui.tabs.explain import text_request
 from viz_core.figures.common import choice_labels
 from viz_core.figures.flow import flow_graph_figure
+from viz_core.i18n import _
 
 ROUTE_COLUMNS = ["kind", "block", "head", "source_layer", "source_point", "source_position",
                  "target_layer", "target_point", "target_position", "weight", "edge_weight"]
 
 sel = selection()
-st.title("Information flow")
-st.caption("How the prediction at one position got there: the residual stream of every "
+st.title(_("Information flow"))
+st.caption(_("How the prediction at one position got there: the residual stream of every "
            "position after each attention block and each MLP is a sum of parts (the stream "
            "it came from, each earlier position through the attention heads, the MLP). An "
            "edge's weight is how close its part is to that sum, as a share of all the parts "
            "(Ferrando & Voita, 2024). The routes (orange) are the edges above the threshold "
-           "that lead back from the prediction.")
+           "that lead back from the prediction."))
 
 trace = run_trace(text_request(sel))
 show_trace_messages(trace)
 encoder_only = sel.model.architecture == "encoder-only"
 positions = list(trace.source_tokens if encoder_only else trace.target_tokens)
 if not positions:
-    st.info("This input has no tokens to follow.")
+    st.info(_("This input has no tokens to follow."))
     st.stop()
 labels = choice_labels(positions)
 c_pos, c_t = st.columns([2, 3])
-position = url_select("Output position", "flow_pos", range(len(positions)), len(positions) - 1,
+position = url_select(_("Output position"), "flow_pos", range(len(positions)), len(positions) - 1,
                       container=c_pos, format_func=lambda i: labels[i],
-                      help="The position whose prediction (its output vector, for an "
-                           "encoder) the routes lead to.")
+                      help=_("The position whose prediction (its output vector, for an "
+                           "encoder) the routes lead to."))
 threshold = threshold_slider(c_t)
 state.show_notices()
 
@@ -63,8 +64,8 @@ with graph, attempt("following the information flow"):
     route = flow.routes(threshold)
     st.dataframe(route[ROUTE_COLUMNS].round(4), hide_index=True, height=280, width="stretch",
                  key="flow_routes")
-    st.caption("The routes, one row per head for attention edges (weight: that head's part "
-               "of the edge; edge_weight: the whole edge's).")
+    st.caption(_("The routes, one row per head for attention edges (weight: that head's part "
+               "of the edge; edge_weight: the whole edge's)."))
     d1, d2 = st.columns(2)
     with d1:
         download_csv("Edges (CSV)", flow.edges, "information_flow_edges.csv", "dl_flow_edges")

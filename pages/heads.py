@@ -24,6 +24,7 @@ from attention_lab.ui.runs import (
 from viz_core.analysis.heads import kv_group_heads, kv_group_table, layer_to_layer_divergence
 from viz_core.figures.aggregates import head_similarity_figure
 from viz_core.figures.heatmap import matrix_heatmap
+from viz_core.i18n import _
 
 # families whose layers share one set of attention weights (the same module, called per layer)
 SHARED_WEIGHTS = {"albert": "ALBERT shares one layer's weights across all its layers"}
@@ -37,15 +38,15 @@ def _span(heads: list[int]) -> str:
 
 
 sel = selection()
-st.title("Head analysis")
+st.title(_("Head analysis"))
 request = TraceRequest.of(sel)  # every hook point: the statistics read the whole trace
 trace = sel.trace()
 show_trace_messages(trace)
 
-st.subheader("Statistics per head")
-st.caption("entropy: spread of attention (nats) · distance: mean |query − key| · special: "
+st.subheader(_("Statistics per head"))
+st.caption(_("entropy: spread of attention (nats) · distance: mean |query − key| · special: "
            "share on special tokens · previous / diagonal: weight on the previous token / "
-           "itself · sink: weight on the first token. Click a row to open that head.")
+           "itself · sink: weight on the first token. Click a row to open that head."))
 stats = head_stats(request)
 
 
@@ -70,11 +71,11 @@ block_kinds = trace.kinds()
 @fragment
 def similarity() -> None:
     """Head similarity, layer to layer and key/value groups of the block kind picked here."""
-    st.subheader("Head similarity")
+    st.subheader(_("Head similarity"))
     state.widget_default("sim_kind", state.url_choice("sim_kind", block_kinds, block_kinds[0]))
     if st.session_state.sim_kind not in block_kinds:
         st.session_state.sim_kind = block_kinds[0]
-    kind = st.selectbox("Block", block_kinds, key="sim_kind", format_func=block_kind_label)
+    kind = st.selectbox(_("Block"), block_kinds, key="sim_kind", format_func=block_kind_label)
     state.to_url(sim_kind=kind)
     state.show_notices()
     matrix, labels, order = head_similarity(request, kind)
@@ -82,22 +83,22 @@ def similarity() -> None:
         matrix, labels, order=order, title="Jensen–Shannon divergence between heads (0 = same)")),
         key="sim_fig", name=f"{kind}-similarity")
 
-    st.subheader("From one layer to the next")
+    st.subheader(_("From one layer to the next"))
     family = str(trace.model_info.get("family", ""))
     layers = trace.layers(kind)
     if len(layers) < 2:
-        st.caption("This block kind has one layer: there is no next layer to compare with.")
+        st.caption(_("This block kind has one layer: there is no next layer to compare with."))
     else:
         if family in SHARED_WEIGHTS:
-            st.info(f"**Shared weights.** {SHARED_WEIGHTS[family]}: every layer applies the "
-                    "same W_Q, W_K, W_V to a different input, so low values here mean the input "
-                    "barely changed from one layer to the next.")
+            st.info(_("**Shared weights.** {value}: every layer applies the same W_Q, W_K, W_V "
+                      "to a different input, so low values here mean the input barely changed "
+                      "from one layer to the next.").format(value=SHARED_WEIGHTS[family]))
         chart(cached_figure(request, "layer-to-layer", (kind,), lambda: _layer_steps(kind)),
               key="layer_step_fig", name=f"{kind}-layer-to-layer")
 
     first = layers[0]
     if first.kv_heads < first.n_heads:
-        st.subheader("Key/value groups (grouped-query attention)")
+        st.subheader(_("Key/value groups (grouped-query attention)"))
         groups = kv_group_heads(first.kv_group)
         st.caption(f"{first.n_heads} query heads read {first.kv_heads} key/value heads: "
                    + "; ".join(f"kv {g}: heads {_span(hs)}" for g, hs in groups.items())
@@ -124,13 +125,13 @@ def _layer_steps(kind: str):
 @fragment
 def ablation() -> None:
     """Heads switched off, the model run again, and what changed."""
-    st.subheader("Head ablation")
-    st.caption("Switch heads off (their output is set to zero) and run the model again.")
+    st.subheader(_("Head ablation"))
+    st.caption(_("Switch heads off (their output is set to zero) and run the model again."))
     all_heads = [f"{b.name}:{h}" for k in block_kinds for b in trace.layers(k)
                  for h in range(b.n_heads)]
     url_heads = [h for h in st.query_params.get("ablate", "").split(",") if h]
     if any(h not in all_heads for h in url_heads):
-        state.notice("Some heads in the address do not exist in this model and were ignored.")
+        state.notice(_("Some heads in the address do not exist in this model and were ignored."))
     state.widget_default("ablate_heads", [h for h in url_heads if h in all_heads])
     st.session_state.ablate_heads = [h for h in st.session_state.ablate_heads if h in all_heads]
     group_choices = {f"{b.name} · kv {g} (heads {_span(hs)})": [f"{b.name}:{h}" for h in hs]
@@ -146,10 +147,10 @@ def ablation() -> None:
         st.session_state.ablate_group = None
 
     if group_choices:
-        st.selectbox("Switch off a whole key/value group", list(group_choices), index=None,
+        st.selectbox(_("Switch off a whole key/value group"), list(group_choices), index=None,
                      key="ablate_group", on_change=_add_group,
-                     placeholder="pick a group: its query heads are added below")
-    chosen = st.multiselect("Heads to switch off", all_heads, key="ablate_heads")
+                     placeholder=_("pick a group: its query heads are added below"))
+    chosen = st.multiselect(_("Heads to switch off"), all_heads, key="ablate_heads")
     state.to_url(ablate=",".join(chosen))
     state.show_notices()
     if chosen:
@@ -161,17 +162,17 @@ def ablated_views(chosen: list[str]) -> None:
     for item in chosen:
         name, h = item.rsplit(":", 1)
         ablate.setdefault(name, []).append(int(h))
-    with st.spinner("Running without those heads…"), reported("running the ablated model"):
+    with st.spinner(_("Running without those heads…")), reported(_("running the ablated model")):
         ablated = get_trace(TraceRequest.of(sel, ablate=ablate))
     c1, c2 = st.columns(2)
-    c1.markdown("**Original output**")
+    c1.markdown(_("**Original output**"))
     with c1:
         show_output(trace)
-    c2.markdown("**Without those heads**")
+    c2.markdown(_("**Without those heads**"))
     with c2:
         show_output(ablated)
     if sel.model.can_generate:
-        with st.spinner("Beam search with and without those heads…"), reported("beam search"):
+        with st.spinner(_("Beam search with and without those heads…")), reported(_("beam search")):
             base_tree = get_beam(BeamRequest.of(sel, beam_size=4))
             abl_tree = get_beam(BeamRequest.of(sel, beam_size=4, ablate=ablate))
         c1.dataframe([{"text": h.text, "score": round(h.score, 4)}
@@ -179,11 +180,11 @@ def ablated_views(chosen: list[str]) -> None:
         c2.dataframe([{"text": h.text, "score": round(h.score, 4)}
                       for h in abl_tree.hypotheses], hide_index=True)
     names = [n for n in trace.blocks if n in ablated.blocks]
-    name = st.selectbox("Attention change in block", names, key="ablate_block")
+    name = st.selectbox(_("Attention change in block"), names, key="ablate_block")
     a, b = trace[name], ablated[name]
     if a.pattern.shape != b.pattern.shape:
-        st.info("The output changed length, so the decoder attention cannot be compared cell "
-                "by cell; pick an encoder block or give a target in the sidebar.")
+        st.info(_("The output changed length, so the decoder attention cannot be compared cell "
+                "by cell; pick an encoder block or give a target in the sidebar."))
         return
     diff = (b.pattern - a.pattern).mean(axis=0)
     lim = float(np.abs(diff).max()) or 1.0

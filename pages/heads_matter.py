@@ -20,15 +20,16 @@ from attention_lab.ui.tabs.lens import lens_tab
 from attention_lab.ui.tabs.patching import patching_tab
 from attention_lab.ui.tabs.qk import qk_tab
 from attention_lab.ui.tabs.search import search_tab
+from viz_core.i18n import _
 
 sel = selection()
-st.title("Which heads matter")
-st.caption("Attention weights say where a head looks, not whether it matters. Here: how much "
+st.title(_("Which heads matter"))
+st.caption(_("Attention weights say where a head looks, not whether it matters. Here: how much "
            "each head adds to the output (logit attribution), what every layer would predict "
            "(logit lens), what restores the output when copied from a clean run into a "
            "corrupted one (patching), how heads feed each other (composition), which heads "
            "link two tokens (head search), why a head attends where it does (QK "
-           "attribution) and how spread out each head's attention is (head entropy).")
+           "attribution) and how spread out each head's attention is (head entropy)."))
 explained = what_to_explain(sel)  # the position, token and contrast token
 
 lazy_tabs({  # URL value: (label, the tab); a new tab is its module and one line here

@@ -15,26 +15,27 @@ from viz_core.figures.masks import (
     masking_steps_figure,
     span_label,
 )
+from viz_core.i18n import _
 
 PER_LAYER_TOKENS = 256  # the per-layer masks show at most this many tokens
 
 sel = selection()
-st.title("Masks")
-st.info("A mask entry **True** means *this query may NOT attend to this key*. Padding masks "
+st.title(_("Masks"))
+st.info(_("A mask entry **True** means *this query may NOT attend to this key*. Padding masks "
         "block the PAD **columns** (keys) for every row; the causal mask blocks keys after "
         "the query; a decoder's self-attention uses their union. Blocked scores become −∞ "
-        "before the softmax, so their weights are exactly 0.")
+        "before the softmax, so their weights are exactly 0."))
 
-st.caption("The batch: one sentence per line (up to 6). The sidebar's text is the first.")
+st.caption(_("The batch: one sentence per line (up to 6). The sidebar's text is the first."))
 default_batch = "\n".join([sel.text.strip(), *[e for e in sel.model.examples()
                                                 if e.strip() != sel.text.strip()][:2]])
 batch_default = state.widget_default("mask_batch", state.url_text("mask_batch", default_batch),
                                      typed=True)
-batch_text = st.text_area("Batch", batch_default, key="mask_batch", height=110)
+batch_text = st.text_area(_("Batch"), batch_default, key="mask_batch", height=110)
 state.to_url(mask_batch=batch_text)
 sentences = [line.strip() for line in batch_text.splitlines() if line.strip()][:6]
 if not sentences:
-    st.warning("Type at least one sentence.")
+    st.warning(_("Type at least one sentence."))
     st.stop()
 traces = get_batch(BatchRequest.of(sel, sentences))
 for t in traces:
@@ -49,36 +50,37 @@ chart(batch_masks_figure([b.mask for b in firsts], [b.query_tokens for b in firs
                          title=f"{kind} masks of the padded batch"),
       key="mask_batch_fig", name="padding-batch")
 
-choice = url_select("Sentence", "mask_sentence", range(len(sentences)),
+choice = url_select(_("Sentence"), "mask_sentence", range(len(sentences)),
                     format_func=lambda i: sentences[i][:60])
 trace = traces[choice]
 block_names = [b.name for k in trace.kinds() for b in trace.layers(k)]
 default_block = trace.layers(kind)[0].name
-name = url_select("Block", "mask_block", block_names, default_block)
+name = url_select(_("Block"), "mask_block", block_names, default_block)
 block = trace[name]
 chart(mask_parts_figure(block.mask, block.query_tokens, block.key_tokens,
                         causal=block.kind == "decoder.self", window=block.window_size),
       key="mask_union", name="mask-union")
 st.caption(f"{name}: {span_label(block.window_size)}")
-head = url_number("Head", "mask_head", 0, 0, block.n_heads - 1)
+head = url_number(_("Head"), "mask_head", 0, 0, block.n_heads - 1)
 state.show_notices()
 if block.scores is None:
-    st.info("This model family does not expose pre-softmax scores; only the masks are shown.")
+    st.info(_("This model family does not expose pre-softmax scores; only the masks are shown."))
 else:
     chart(masking_steps_figure(block.scores[head], block.mask, block.query_tokens,
                                block.key_tokens, title=f"{name} · head {head}"),
           key="mask_steps", name=f"masking-{name}-h{head}")
 if "decoder.self" in trace.kinds():
-    st.subheader("This model's masks per layer")
+    st.subheader(_("This model's masks per layer"))
     layers = trace.layers("decoder.self")
-    st.caption("Each layer's own mask, as the model used it for this sentence. A local layer "
+    st.caption(_("Each layer's own mask, as the model used it for this sentence. A local layer "
                "(sliding window of N) lets a query see only itself and the N − 1 keys before "
                "it; a global layer sees every earlier key. Layers with equal masks share a "
-               "panel.")
+               "panel."))
     st.dataframe([{"layer": b.layer, "attention": span_label(b.window_size)} for b in layers],
                  hide_index=True, height=min(400, 36 + 35 * len(layers)))
     if max(layers[0].shape[1:]) > PER_LAYER_TOKENS:
-        st.info(f"Long input: the masks below show the first {PER_LAYER_TOKENS} tokens.")
+        st.info(_("Long input: the masks below show the first {PER_LAYER_TOKENS} tokens.").format(
+                    PER_LAYER_TOKENS=PER_LAYER_TOKENS))
     chart(layer_masks_figure(layers, layers[0].query_tokens, layers[0].key_tokens,
                              max_tokens=PER_LAYER_TOKENS),
           key="mask_layers", name="masks-per-layer")

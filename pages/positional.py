@@ -18,11 +18,12 @@ from viz_core.figures.positional import (
     wavelength_figure,
 )
 from viz_core.figures.rope import rotary_score_figure
+from viz_core.i18n import _
 from viz_core.lessons.positions import sinusoid_layout, whole_table
 from viz_core.lessons.rope import rope_frequencies, rope_specs, rotary_scores
 
 sel = selection()
-st.title("Positional encoding")
+st.title(_("Positional encoding"))
 st.latex(r"PE_{(pos,\,2i)} = \sin\!\left(\frac{pos}{10000^{2i/d_{model}}}\right),\qquad "
          r"PE_{(pos,\,2i+1)} = \cos\!\left(\frac{pos}{10000^{2i/d_{model}}}\right)")
 
@@ -47,19 +48,20 @@ with tab_model:
                      r"\frac{pos}{10000^{2i/d_{model}}}\right),\ "
                      r"PE_{(pos,\,\lceil d/2\rceil + i)} = \cos\!\left("
                      r"\frac{pos}{10000^{2i/d_{model}}}\right)")
-            st.caption("sin fills the first half of the dimensions and cos the second half "
-                       "(not interleaved even/odd as in the paper).")
+            st.caption(_("sin fills the first half of the dimensions and cos the second half "
+                       "(not interleaved even/odd as in the paper)."))
         n_pos, d = full.shape
         n_input = len(trace.positional)
-        st.caption(f"{trace.positional_kind} encoding added to the embeddings: the model's "
-                   f"table has {n_pos} positions × {d} dimensions; this input uses positions "
-                   f"0–{n_input - 1} (marked).")
+        st.caption(_("{positional_kind} encoding added to the embeddings: the model's table has "
+                     "{n_pos} positions × {d} dimensions; this input uses positions 0–{value} "
+                     "(marked).").format(
+                       positional_kind=trace.positional_kind, n_pos=n_pos, d=d, value=n_input - 1))
         c1, c2 = st.columns(2)
-        lo = url_number("From position", "pe_from", 0, 0, n_pos - 1, container=c1)
-        hi = url_number("To position", "pe_to", min(n_pos, 512) - 1, 0, n_pos - 1,
-                        container=c2, help="The whole table by default (up to 512 rows).")
+        lo = url_number(_("From position"), "pe_from", 0, 0, n_pos - 1, container=c1)
+        hi = url_number(_("To position"), "pe_to", min(n_pos, 512) - 1, 0, n_pos - 1,
+                        container=c2, help=_("The whole table by default (up to 512 rows)."))
         if hi < lo:
-            st.info(f"'To' is before 'From': showing positions {hi}–{lo}.")
+            st.info(_("'To' is before 'From': showing positions {hi}–{lo}.").format(hi=hi, lo=lo))
             lo, hi = hi, lo
         table = full[lo:hi + 1]
         tokens = (trace.source_tokens or trace.target_tokens)[:n_input]
@@ -67,7 +69,7 @@ with tab_model:
             default_dims = [0, 1, (d + 1) // 2, (d + 1) // 2 + 1]
         else:
             default_dims = [0, 1, 4, 5]
-        dims = st.multiselect("Dimensions", list(range(d)),
+        dims = st.multiselect(_("Dimensions"), list(range(d)),
                               default=sorted({min(x, d - 1) for x in default_dims}),
                               key="pe_model_dims")
         if dims:
@@ -88,11 +90,11 @@ with tab_model:
 with tab_formula:
     c1, c2 = st.columns(2)
     d_model = url_number("d_model", "pe_d", 128, 2, 1024, container=c1,
-                         help="Width of the model (even numbers show sin/cos pairs).")
-    length = url_number("Positions", "pe_len", 100, 1, 2048, container=c2)
+                         help=_("Width of the model (even numbers show sin/cos pairs)."))
+    length = url_number(_("Positions"), "pe_len", 100, 1, 2048, container=c2)
     state.show_notices()
     table = sinusoidal_table(length, d_model)
-    dims = st.multiselect("Dimensions", list(range(d_model)),
+    dims = st.multiselect(_("Dimensions"), list(range(d_model)),
                           default=[i for i in (0, 1, 4, 5, 10) if i < d_model], key="pe_dims")
     if dims:
         chart(positional_curves(table, dims, sinusoidal=True), key="pe_curves",
@@ -107,34 +109,34 @@ with tab_formula:
     chart(wavelength_figure(d_model=d_model), key="pe_wave", name="sinusoid-wavelengths")
     download("This table (NPZ)", lambda: npz_bytes({"positional": table}),
              f"sinusoidal_{length}x{d_model}.npz", "application/octet-stream", "dl_pe_formula")
-    st.caption("Dimension pair i has wavelength 2π·10000^(2i/d_model): from 2π up to "
+    st.caption(_("Dimension pair i has wavelength 2π·10000^(2i/d_model): from 2π up to "
                "10000·2π. Each PE(p+k) is a fixed rotation of PE(p), which lets attention "
-               "pick out relative positions.")
+               "pick out relative positions."))
 
 with tab_compare:
     c1, c2, c3 = st.columns(3)
     d_cmp = url_number("d (even)", "cmp_d", 64, 2, 512, container=c1,
-                       help="d_model of the sinusoidal table; head dimension for RoPE.")
+                       help=_("d_model of the sinusoidal table; head dimension for RoPE."))
     d_cmp -= d_cmp % 2
-    n_cmp = url_number("Positions", "cmp_len", 48, 2, 256, container=c2)
-    base = url_number("Base", "cmp_base", 10000, 2, 10_000_000, container=c3)
+    n_cmp = url_number(_("Positions"), "cmp_len", 48, 2, 256, container=c2)
+    base = url_number(_("Base"), "cmp_base", 10000, 2, 10_000_000, container=c3)
     theta = rope_frequencies(d_cmp, base)
     pe = sinusoidal_table(n_cmp, d_cmp) if base == 10000 else None
     c1, c2 = st.columns(2)
     with c1:
-        st.markdown("**Sinusoidal (Vaswani et al.)**: added to the embeddings once")
+        st.markdown(_("**Sinusoidal (Vaswani et al.)**: added to the embeddings once"))
         if pe is None:  # the sinusoidal table of the paper has base 10000; same formula
             angle = np.arange(n_cmp)[:, None] * theta[None]
             pe = np.stack([np.sin(angle), np.cos(angle)], -1).reshape(n_cmp, -1)
         chart(similarity_figure(pe, title="PE(p) · PE(q)"), key="cmp_sin", name="cmp-sin")
     with c2:
-        st.markdown("**Rotary (RoFormer)**: q and k turned in every attention")
+        st.markdown(_("**Rotary (RoFormer)**: q and k turned in every attention"))
         ones = np.ones(d_cmp)
         chart(rotary_score_figure(rotary_scores(ones, ones, theta, n_cmp),
                                   title="q_m · k_n for q = k = (1, …, 1)"),
               key="cmp_rope", name="cmp-rope")
     st.markdown(
-        "Both use the same frequencies θᵢ = base^(−2i/d), and both matrices depend only on "
+        _("Both use the same frequencies θᵢ = base^(−2i/d), and both matrices depend only on "
         "the distance between positions (here the rotary one is exactly twice the "
         "sinusoidal one). The difference is where position enters:\n\n"
         "| | sinusoidal | rotary |\n|---|---|---|\n"
@@ -146,4 +148,4 @@ with tab_compare:
         "| longer inputs | any length, but unseen absolute positions | rescale θᵢ "
         "(linear, NTK, YaRN, Llama 3) to stretch the context |\n"
         "| used by | the original Transformer, Marian | Llama, Mistral, Qwen, Gemma, Phi-3, "
-        "OLMo, our lm-rope |")
+        "OLMo, our lm-rope |"))

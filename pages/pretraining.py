@@ -8,6 +8,7 @@ from attention_lab.ui.controls import url_number, url_select
 from attention_lab.ui.errors import literal
 from attention_lab.ui.page import selection, show_trace_messages
 from viz_core.figures.pretraining import objective_figure, objective_rows
+from viz_core.i18n import _
 from viz_core.lessons import pretraining as pt
 
 SCHEMES = ["BERT masked LM", "RoBERTa dynamic masking", "Whole-word masking",
@@ -15,45 +16,46 @@ SCHEMES = ["BERT masked LM", "RoBERTa dynamic masking", "Whole-word masking",
            "T5 span corruption", "BART noising"]
 
 sel = selection()
-st.title("Pretraining objectives")
-st.info("Each pretrained model is mostly its **attention mask** plus a way of corrupting "
+st.title(_("Pretraining objectives"))
+st.info(_("Each pretrained model is mostly its **attention mask** plus a way of corrupting "
         "the input. Masks: **True = blocked** (dark red ✕): the query row may NOT attend to "
-        "that key column. Everything is drawn with a fixed seed: change it to re-draw.")
+        "that key column. Everything is drawn with a fixed seed: change it to re-draw."))
 
 if getattr(sel.model, "family", "native") == "native":
     tokens, total = pt.lesson_tokens(sel.text)  # our vocabularies would show many <unk>
     if not tokens:
-        st.warning("Type some text in the sidebar (words or punctuation).")
+        st.warning(_("Type some text in the sidebar (words or punctuation)."))
         st.stop()
 else:
     trace = sel.trace()
     show_trace_messages(trace)
     tokens, total = pt.lesson_tokens(sel.text, trace.source_tokens)
     if not tokens:
-        st.warning("The text has no tokens besides the model's special tokens.")
+        st.warning(_("The text has no tokens besides the model's special tokens."))
         st.stop()
 if total > len(tokens):
-    st.caption(f"The text has {total} tokens; the lessons use the first {len(tokens)}.")
+    st.caption(_("The text has {total} tokens; the lessons use the first {n_tokens}.").format(
+                   total=total, n_tokens=len(tokens)))
 
 c1, c2 = st.columns([3, 1])
-scheme = url_select("Objective", "pt_scheme", SCHEMES, container=c1)
-seed = url_number("Seed", "pt_seed", 0, 0, 9999, container=c2,
-                  help="The random draw (positions, spans, orders) comes from this seed.")
+scheme = url_select(_("Objective"), "pt_scheme", SCHEMES, container=c1)
+seed = url_number(_("Seed"), "pt_seed", 0, 0, 9999, container=c2,
+                  help=_("The random draw (positions, spans, orders) comes from this seed."))
 n = len(tokens)
 vocab = sorted(set(tokens))
 
 if scheme == "BERT masked LM":
     objectives = [pt.bert_mlm(tokens, seed, vocab=vocab)]
 elif scheme == "RoBERTa dynamic masking":
-    st.caption("Static masking (original BERT) draws the corruption once and reuses it every "
-               "epoch; RoBERTa draws it afresh each time the sentence is seen.")
+    st.caption(_("Static masking (original BERT) draws the corruption once and reuses it every "
+               "epoch; RoBERTa draws it afresh each time the sentence is seen."))
     objectives = pt.roberta_dynamic(tokens, epochs=3, seed=seed, vocab=vocab)
 elif scheme == "Whole-word masking":
     spans = pt.spans_from_ids(pt.word_ids(tokens))
     objectives = [pt.span_mlm(tokens, spans, seed, vocab=vocab)]
 elif scheme == "ERNIE entity/phrase masking":
-    st.caption("Entities here are runs of capitalised words and phrases are pairs of other "
-               "words (a simple rule; ERNIE uses a tagger and a chunker).")
+    st.caption(_("Entities here are runs of capitalised words and phrases are pairs of other "
+               "words (a simple rule; ERNIE uses a tagger and a chunker)."))
     objectives = [pt.span_mlm(tokens, pt.phrase_spans(tokens), seed, vocab=vocab,
                               name="ERNIE entity/phrase masking",
                               teaches="Hide whole entities and phrases so the model must "
@@ -62,28 +64,28 @@ elif scheme == "GPT":
     objectives = [pt.gpt(tokens)]
 elif scheme == "UniLM":
     source, target = pt.split_source_target(tokens)
-    st.caption("The seq2seq mask uses the first sentence as the source and the rest as the "
-               "target (one sentence: its two halves).")
+    st.caption(_("The seq2seq mask uses the first sentence as the source and the rest as the "
+               "target (one sentence: its two halves)."))
     objectives = [pt.unilm(source, target)]
 elif scheme == "XLNet":
     default = " ".join(str(i) for i in pt.random_order(n, seed))
     shown = state.widget_default("pt_order", state.url_text("pt_order", default), typed=True)
     state.clean_state("pt_order", "order")
-    raw = st.text_input(f"Factorisation order (a permutation of 0–{n - 1})", shown,
+    raw = st.text_input(_("Factorisation order (a permutation of 0–{value})").format(value=n - 1), shown,
                         key="pt_order",
-                        help="Positions in the order they are predicted, e.g. 3 1 2 0.")
+                        help=_("Positions in the order they are predicted, e.g. 3 1 2 0."))
     try:
         order = pt.parse_order(raw, n)
     except ValueError as err:
-        st.warning(f"Order not used: {literal(err)}. Showing the seed's order "
-                   f"{literal(default)}.")
+        st.warning(_("Order not used: {err}. Showing the seed's order {default}.").format(
+                       err=literal(err), default=literal(default)))
         order = pt.random_order(n, seed)
     state.to_url(pt_order=raw)
     objectives = [pt.xlnet(tokens, order)]
 elif scheme == "MASS":
-    k = url_number("Span length k", "pt_k", max(1, n // 2), 1, n,
-                   help="k = 1 is BERT-like (one token, bidirectional context); k = n is "
-                        "GPT-like (the encoder sees nothing, the decoder is a language model).")
+    k = url_number(_("Span length k"), "pt_k", max(1, n // 2), 1, n,
+                   help=_("k = 1 is BERT-like (one token, bidirectional context); k = n is "
+                        "GPT-like (the encoder sees nothing, the decoder is a language model)."))
     objectives = [pt.mass(tokens, k, seed=seed)]
 elif scheme == "T5 span corruption":
     objectives = [pt.t5_span_corruption(tokens, seed)]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from viz_core.i18n import _
+
 from .charts import chart
 
 TOP_HEADS = 3  # best heads listed over every cross-attention layer
@@ -32,21 +34,21 @@ def show_alignment(sel, trace, block, head: int, key: str = "alignment") -> None
                            title=f"{block.name} · head {head}: argmax source per target"),
           key=key, name=f"alignment-{block.name}-h{head}")
     if gold is None:
-        st.caption("○ = the source token each target row attends to most. No reference "
+        st.caption(_("○ = the source token each target row attends to most. No reference "
                    "alignment is known for this model, input and output. The shipped "
                    "**dates** model has one (the year digits) and the shipped **en-fr** "
                    "model has one (each French word's English word) when the output is the "
-                   "toy grammar's translation of the input.")
+                   "toy grammar's translation of the input."))
         return
     scores = head_scores(block.pattern, gold)
     best = max(range(len(scores)), key=scores.__getitem__)
     chance = chance_score(gold, n_k)
     what = DESCRIPTIONS.get(sel.model_name, "reference")
-    st.caption(f"+ = reference ({what}); row t is the decoder position that predicts output "
-               f"token t. Score = share of reference rows whose argmax is a reference "
-               f"source; chance = {chance:.2f} (a uniformly random argmax). This head: "
-               f"**{scores[head]:.2f}**; best head in this layer: {best} "
-               f"({scores[best]:.2f}).")
+    st.caption(_("+ = reference ({what}); row t is the decoder position that predicts output "
+                 "token t. Score = share of reference rows whose argmax is a reference source; "
+                 "chance = {chance:.2f} (a uniformly random argmax). This head: **{value:.2f}**; "
+                 "best head in this layer: {best} ({value2:.2f}).").format(
+                   what=what, chance=chance, value=scores[head], best=best, value2=scores[best]))
     cross = trace.layers("decoder.cross")
     if len(cross) > 1 and all(fits(gold, *b.shape[1:]) for b in cross):
         top = alignment_scores(trace, gold).head(TOP_HEADS)

@@ -11,6 +11,7 @@ import streamlit as st
 from viz_core.atlas import load_patching
 from viz_core.atlas.figures import patching_map, patching_pairs_table, patching_ranking
 from viz_core.atlas.launch import launch, new_run_dir
+from viz_core.i18n import _
 
 from .charts import chart
 from .controls import BLOCK_KIND_LABELS, block_kind_label, url_number, url_select
@@ -22,29 +23,31 @@ MAX_RUN = 5000  # examples a run started from the page may take
 def run_small_atlas(sel, home: Path, runs: list[str]) -> None:
     """The "Run a small atlas" expander: examples typed, uploaded or the probe set; the run
     goes to a new folder under `home`, which the directory box then opens."""
-    with st.expander("Run a small atlas", expanded=not runs and not st.session_state.atlas_dir):
-        st.write(f"Model: **{sel.model_name}** (the sidebar's). Results go to `{home}`.")
-        source = st.radio("Examples", ["Lines typed here", "A file (.txt, .csv, .parquet)",
+    with st.expander(_("Run a small atlas"), expanded=not runs and not st.session_state.atlas_dir):
+        st.write(_("Model: **{model_name}** (the sidebar's). Results go to `{home}`.").format(
+                     model_name=sel.model_name, home=home))
+        source = st.radio(_("Examples"), ["Lines typed here", "A file (.txt, .csv, .parquet)",
                                        "Only the built-in probe set"], key="atlas_source",
                           horizontal=True)
         typed = upload = None
         if source.startswith("Lines"):
-            typed = st.text_area("One example per line", "\n".join(sel.model.examples()),
+            typed = st.text_area(_("One example per line"), "\n".join(sel.model.examples()),
                                  key="atlas_lines", height=120)
         elif source.startswith("A file"):
-            upload = st.file_uploader("Data file", type=["txt", "csv", "tsv", "parquet"],
+            upload = st.file_uploader(_("Data file"), type=["txt", "csv", "tsv", "parquet"],
                                       key="atlas_upload")
         c1, c2, c3 = st.columns(3)
-        limit = c1.number_input(f"At most (1–{MAX_RUN})", 1, MAX_RUN, 500, key="atlas_limit")
-        engine = c2.selectbox("Engine", ["auto", "ray", "local"], key="atlas_engine",
-                              help="auto: in this process, moving to a local Ray with two "
+        limit = c1.number_input(_("At most (1–{MAX_RUN})").format(MAX_RUN=MAX_RUN), 1, MAX_RUN, 500,
+                                key="atlas_limit")
+        engine = c2.selectbox(_("Engine"), ["auto", "ray", "local"], key="atlas_engine",
+                              help=_("auto: in this process, moving to a local Ray with two "
                               "model workers once the rest would take long enough for Ray to "
                               "pay off (docs/ATLAS.md); ray: always Ray; local: always in one "
-                              "process")
-        probe = c3.number_input("Probe examples", 0, 500, 32, key="atlas_probe",
-                                help="repeated random tokens, for the induction score")
+                              "process"))
+        probe = c3.number_input(_("Probe examples"), 0, 500, 32, key="atlas_probe",
+                                help=_("repeated random tokens, for the induction score"))
         # a flag set by the click's callback survives a rerun of the script before it gets here
-        st.button("Run the atlas", key="atlas_run", type="primary",
+        st.button(_("Run the atlas"), key="atlas_run", type="primary",
                   on_click=lambda: st.session_state.update(_atlas_start=True))
         if not st.session_state.pop("_atlas_start", False):
             return
@@ -54,7 +57,7 @@ def run_small_atlas(sel, home: Path, runs: list[str]) -> None:
             data.write_text(typed or "", encoding="utf-8")
         elif source.startswith("A file"):
             if upload is None:
-                st.error("Choose a file first.")
+                st.error(_("Choose a file first."))
                 st.stop()
             data = out / f"data{Path(upload.name).suffix.lower()}"
             data.write_bytes(upload.getvalue())
@@ -92,37 +95,40 @@ def pick_clicked_head(key: str) -> None:
 def pick_kind(present: set[str]) -> str:
     """The block kind (URL: akind) among those the run holds, the usual ones first."""
     kinds = [k for k in BLOCK_KIND_LABELS if k in present] + sorted(present - set(BLOCK_KIND_LABELS))
-    return url_select("Block", "atlas_kind", kinds, url_key="akind", format_func=block_kind_label)
+    return url_select(_("Block"), "atlas_kind", kinds, url_key="akind", format_func=block_kind_label)
 
 
 def pick_head(n_layers: int, n_heads: int, c1, c2) -> tuple[int, int]:
     """Layer and head (URL: alayer, ahead); a click on a map sets them (pick_clicked_head)."""
-    layer = url_number("Layer", "atlas_layer", 0, 0, n_layers - 1, url_key="alayer",
+    layer = url_number(_("Layer"), "atlas_layer", 0, 0, n_layers - 1, url_key="alayer",
                        container=c1)
-    head = url_number("Head", "atlas_head", 0, 0, n_heads - 1, url_key="ahead", container=c2)
+    head = url_number(_("Head"), "atlas_head", 0, 0, n_heads - 1, url_key="ahead", container=c2)
     return layer, head
 
 
 def show_patching_run(folder: Path) -> None:
     """A `python -m viz_core.atlas --task patching --pairs FILE` run: every head's mean
     patching effect over the pairs, a ranking, and one head's best pairs."""
-    with reported("reading the patching run"):
+    with reported(_("reading the patching run")):
         patched = load_patching(folder)
     info = patched.info
-    st.write(f"**Head patching** · **{info.get('model')}** on `{info.get('data')}` · "
-             f"{info.get('patched', 0):,} of {info.get('examples', 0):,} pairs patched · "
-             "effect 0 = the corrupted run's metric, 1 = the clean run's")
+    st.write(_("**Head patching** · **{get}** on `{get2}` · {get3:,} of {get4:,} pairs patched · "
+               "effect 0 = the corrupted run's metric, 1 = the clean run's").format(
+                 get=info.get('model'), get2=info.get('data'), get3=info.get('patched', 0),
+                 get4=info.get('examples', 0)))
     if info.get("failed"):
         first = (info.get("errors") or [{}])[0]
         n_failed = int(info["failed"])
-        st.warning(f"{n_failed:,} {'pair' if n_failed == 1 else 'pairs'} could not be patched "
-                   f"and {'is' if n_failed == 1 else 'are'} left out; the first (pair "
-                   f"{first.get('example')}): {first.get('error')}", icon="⚠️")
+        st.warning(_("{n_failed:,} {value} could not be patched and {value2} left out; the first "
+                     "(pair {get}): {get2}").format(
+                       n_failed=n_failed, value='pair' if n_failed == 1 else 'pairs',
+                       value2='is' if n_failed == 1 else 'are', get=first.get('example'),
+                       get2=first.get('error')), icon="⚠️")
     if not info.get("complete"):
-        st.warning(f"Partial run: {info.get('shards_done')} of {info.get('shards')} shards "
-                   "finished. Continue it with `--resume`.", icon="⏸️")
+        st.warning(_("Partial run: {get} of {get2} shards finished. Continue it with `--resume`.").format(
+                       get=info.get('shards_done'), get2=info.get('shards')), icon="⏸️")
     if patched.summary.empty:
-        st.info("No pair patched yet.")
+        st.info(_("No pair patched yet."))
         return
     kind = pick_kind(set(patched.summary["kind"]))
     part = patched.summary[patched.summary["kind"] == kind]
@@ -130,15 +136,16 @@ def show_patching_run(folder: Path) -> None:
           on_select=lambda: pick_clicked_head("patch_map"))
     chart(patching_ranking(patched.summary, kind), key="patch_rank",
           name="atlas-patching-ranking")
-    st.subheader("One head")
+    st.subheader(_("One head"))
     c1, c2 = st.columns(2)
     layer, head = pick_head(int(part["layer"].max()) + 1, int(part["head"].max()) + 1, c1, c2)
     row = part[(part["layer"] == layer) & (part["head"] == head)]
     if len(row):
         r = row.iloc[0]
-        st.write(f"Mean effect **{r['mean']:.3f}** · spread (std) {r['std']:.3f} · standard "
-                 f"error {r['sem']:.3f} · from {r['min']:.3f} to {r['max']:.3f} over "
-                 f"{int(r['n'])} pairs")
-    st.caption("The pairs where patching this head restores the most")
+        st.write(_("Mean effect **{value:.3f}** · spread (std) {value2:.3f} · standard error "
+                   "{value3:.3f} · from {value4:.3f} to {value5:.3f} over {int} pairs").format(
+                     value=r['mean'], value2=r['std'], value3=r['sem'], value4=r['min'],
+                     value5=r['max'], int=int(r['n'])))
+    st.caption(_("The pairs where patching this head restores the most"))
     st.dataframe(patching_pairs_table(patched, kind, layer, head), key="patch_top",
                  hide_index=True, width="stretch")

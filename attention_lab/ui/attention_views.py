@@ -11,6 +11,7 @@ from viz_core.analysis import heads as analysis
 from viz_core.figures.aggregates import block_aggregate_heatmap, rollout_bytes, rollout_figure
 from viz_core.figures.headview import HEADVIEW_MAX, HEADVIEW_WINDOW, block_head_view
 from viz_core.figures.heatmap import EXACT_MAX_TOKENS, clip_window, is_long
+from viz_core.i18n import _
 
 from .charts import chart, download
 from .controls import bounded_int
@@ -21,38 +22,40 @@ def head_tabs(trace, figure, kind: str, block, head: int) -> None:
     """Head view, aggregates and rollout of `block`. Lazy tabs: only the open tab's figure is
     built and sent (switching tabs reruns the fragment). `figure(name, params, build)`: the
     page's cached_figure for this trace."""
-    _, n_q, n_k = block.shape
+    _heads, n_q, n_k = block.shape
     tab_hv, tab_agg, tab_roll = st.tabs(["Head view", "Mean / max over heads", "Rollout"],
                                         key="attn_tab", on_change="rerun")
     with tab_hv:
-        heads = st.multiselect("Heads", list(range(block.n_heads)), default=[head],
+        heads = st.multiselect(_("Heads"), list(range(block.n_heads)), default=[head],
                                key="hv_heads",
-                               help="Lines join each query (left) to the keys (right) it "
+                               help=_("Lines join each query (left) to the keys (right) it "
                                     "attends to; opacity is the weight. Long inputs keep the "
-                                    "strongest.")
-        top_k = st.slider("Strongest keys per query", 1, 20, 5, key="hv_topk")
+                                    "strongest."))
+        top_k = st.slider(_("Strongest keys per query"), 1, 20, 5, key="hv_topk")
         hv_rows = hv_cols = None
         if max(n_q, n_k) > HEADVIEW_MAX:
             h1, h2 = st.columns(2)
-            hq = bounded_int("First query", "hv_q", 0, 0, n_q - 1, container=h1)
-            hk = bounded_int("First key", "hv_k", 0, 0, n_k - 1, container=h2)
+            hq = bounded_int(_("First query"), "hv_q", 0, 0, n_q - 1, container=h1)
+            hk = bounded_int(_("First key"), "hv_k", 0, 0, n_k - 1, container=h2)
             hv_rows, hv_cols = clip_window(block, hq, hk, HEADVIEW_WINDOW, HEADVIEW_WINDOW)
-            st.caption(f"{n_q:,} × {n_k:,} tokens: the head view draws a window of "
-                       f"{HEADVIEW_WINDOW} queries × keys (queries {hv_rows[0]}–"
-                       f"{hv_rows[1] - 1}, keys {hv_cols[0]}–{hv_cols[1] - 1}). Weights are "
-                       "those of the whole input, so a query's lines may sum to less than 1.")
+            st.caption(_("{n_q:,} × {n_k:,} tokens: the head view draws a window of "
+                         "{HEADVIEW_WINDOW} queries × keys (queries {value}–{value2}, keys "
+                         "{value3}–{value4}). Weights are those of the whole input, so a query's "
+                         "lines may sum to less than 1.").format(
+                           n_q=n_q, n_k=n_k, HEADVIEW_WINDOW=HEADVIEW_WINDOW, value=hv_rows[0],
+                           value2=hv_rows[1] - 1, value3=hv_cols[0], value4=hv_cols[1] - 1))
         if heads and tab_hv.open:
             chart(figure("headview", (block.name, tuple(heads), top_k, hv_rows, hv_cols),
                          lambda: block_head_view(block, heads=heads, top_k=top_k,
                                                  rows=hv_rows, cols=hv_cols)),
                   key="headview", name=f"{block.name}-headview")
     with tab_agg:
-        how = st.radio("Aggregate", ["mean", "max"], horizontal=True, key="agg_how")
+        how = st.radio(_("Aggregate"), ["mean", "max"], horizontal=True, key="agg_how")
         if tab_agg.open:
             chart(figure("aggregate", (block.name, how), lambda: block_aggregate_heatmap(
                 block, how=how)), key="aggregate", name=f"{block.name}-{how}")
             if is_long(block):
-                st.caption("Pooled: computed from every head's block means.")
+                st.caption(_("Pooled: computed from every head's block means."))
     with tab_roll:
         _rollout(trace, figure, kind, tab_roll.open)
 
@@ -62,16 +65,18 @@ def _rollout(trace, figure, kind: str, is_open: bool) -> None:
     rk = kind if kind in self_kinds else (self_kinds or [None])[0]
     blocks = trace.layers(rk) if rk else []
     if not self_kinds:
-        st.info("Rollout needs self-attention blocks.")
+        st.info(_("Rollout needs self-attention blocks."))
     elif any(is_long(b) for b in blocks):
-        _, n_r, _ = blocks[0].shape
-        st.info(f"Rollout multiplies every layer's whole attention matrix, {n_r:,} × {n_r:,} "
-                f"here ({len(blocks)} layers × {blocks[0].n_heads} heads: "
-                f"{rollout_bytes(blocks) / 2**30:,.1f} GiB as float32), so it is shown only "
-                f"up to {EXACT_MAX_TOKENS:,} tokens. Shorten the input to see it.")
+        n_r = blocks[0].shape[1]
+        st.info(_("Rollout multiplies every layer's whole attention matrix, {n_r:,} × {n_r:,} "
+                  "here ({n_blocks} layers × {n_heads} heads: {value:,.1f} GiB as float32), so "
+                  "it is shown only up to {EXACT_MAX_TOKENS:,} tokens. Shorten the input to see "
+                  "it.").format(
+                    n_r=n_r, n_blocks=len(blocks), n_heads=blocks[0].n_heads,
+                    value=rollout_bytes(blocks) / 2**30, EXACT_MAX_TOKENS=EXACT_MAX_TOKENS))
     elif is_open:
-        st.caption("Attention rollout (Abnar & Zuidema, 2020): per layer 0.5·mean over heads "
-                   "+ 0.5·I for the residual stream, multiplied from the first layer up.")
+        st.caption(_("Attention rollout (Abnar & Zuidema, 2020): per layer 0.5·mean over heads "
+                   "+ 0.5·I for the residual stream, multiplied from the first layer up."))
         chart(figure("rollout", (rk,), lambda: rollout_figure(
             trace.stack(rk), blocks[0].query_tokens,
             title=f"{rk}: rollout through {len(blocks)} layers")),
@@ -81,12 +86,14 @@ def _rollout(trace, figure, kind: str, is_open: bool) -> None:
 def block_downloads(sel, trace, block) -> None:
     """This block (JSON), the whole trace (NPZ) and the head statistics (CSV), each built on
     click; offered up to EXACT_MAX_TOKENS (each reads whole matrices)."""
-    st.subheader("Data")
+    st.subheader(_("Data"))
     if any(is_long(b) for b in trace.block_traces.values()):
-        _, n_q, n_k = block.shape
-        st.caption(f"Downloads of whole attention matrices are offered up to "
-                   f"{EXACT_MAX_TOKENS:,} tokens; this block alone would be "
-                   f"{4 * block.n_heads * n_q * n_k / 2**30:,.1f} GiB as float32.")
+        _heads, n_q, n_k = block.shape
+        st.caption(_("Downloads of whole attention matrices are offered up to "
+                     "{EXACT_MAX_TOKENS:,} tokens; this block alone would be {value:,.1f} GiB as "
+                     "float32.").format(
+                       EXACT_MAX_TOKENS=EXACT_MAX_TOKENS,
+                       value=4 * block.n_heads * n_q * n_k / 2**30))
         return
     d1, d2, d3 = st.columns(3)
     with d1:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from viz_core.i18n import _
+
 from .charts import chart
 
 
@@ -20,10 +22,10 @@ def show_nbest_bleu(tree, reference: str | None, key: str = "nbest_bleu",
     if reference and reference.strip():
         st.caption(DEFINITION)
     elif not scorable:
-        st.caption("Sentence BLEU scores a translation against a reference: it applies to "
-                   "encoder-decoder models, whose sidebar has a target box.")
+        st.caption(_("Sentence BLEU scores a translation against a reference: it applies to "
+                   "encoder-decoder models, whose sidebar has a target box."))
     else:
-        st.caption("Type a target in the sidebar to score every hypothesis with sentence "
-                   "BLEU against it.")
+        st.caption(_("Type a target in the sidebar to score every hypothesis with sentence "
+                   "BLEU against it."))
     chart(token_logprob_figure(tree), key=f"{key}_logprobs", name="nbest-logprobs")
     return rows

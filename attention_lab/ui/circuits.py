@@ -13,6 +13,7 @@ import streamlit as st
 
 import viz_core as vc
 from viz_core.figures.circuit import HEAD
+from viz_core.i18n import _
 
 from . import state
 from .runs import AnalysisRequest, model_slot, model_spinner, run_analysis
@@ -67,12 +68,13 @@ def confirmed_exact(sel, clean: str, corrupted: str) -> bool:
     passes = exact_passes(sel, clean, corrupted)
     key = f"circ_ok_{sel.model_name}_{hash((clean, corrupted))}"
     if passes <= CONFIRM_ABOVE or st.session_state.get(key):
-        st.caption(f"Exact patching: {passes:,} forward passes (one per edge, batched).")
+        st.caption(_("Exact patching: {passes:,} forward passes (one per edge, batched).").format(
+                       passes=passes))
         return True
-    st.warning(f"Exact patching would take {passes:,} forward passes (one per edge, plus the "
-               f"clean and corrupted runs). EAP and EAP-IG estimate the same scores with one "
-               f"and five backward passes.", icon="⏳")
-    st.button(f"Run {passes:,} forward passes", key="circ_confirm",
+    st.warning(_("Exact patching would take {passes:,} forward passes (one per edge, plus the "
+                 "clean and corrupted runs). EAP and EAP-IG estimate the same scores with one "
+                 "and five backward passes.").format(passes=passes), icon="⏳")
+    st.button(_("Run {passes:,} forward passes").format(passes=passes), key="circ_confirm",
               on_click=st.session_state.__setitem__, args=(key, True))
     return False
 
@@ -83,9 +85,9 @@ def kept_slider(n_edges: int, container=st) -> int:
     default = max(1, min(hi, round(0.1 * n_edges)))
     state.widget_default("circ_top", state.url_int("circ_top", default, 0, hi))
     st.session_state["circ_top"] = int(max(0, min(hi, int(st.session_state["circ_top"]))))
-    container.slider("Edges kept", 0, hi, key="circ_top",
-                     help=f"The edges with the largest |score| (of {n_edges:,}); the graph "
-                          f"draws up to {MAX_KEPT}.")
+    container.slider(_("Edges kept"), 0, hi, key="circ_top",
+                     help=_("The edges with the largest |score| (of {n_edges:,}); the graph "
+                            "draws up to {MAX_KEPT}.").format(n_edges=n_edges, MAX_KEPT=MAX_KEPT))
     state.to_url(circ_top=int(st.session_state["circ_top"]))
     return int(st.session_state["circ_top"])
 
@@ -131,9 +133,9 @@ def head_picker(heads: list[str]) -> None:
     if st.session_state.pop("circ_go", None):
         open_head(st.session_state.get("circ_head", ""))
     h1, h2 = st.columns([3, 1])
-    h1.selectbox("A head of the circuit", heads or ["(no head kept)"], key="circ_head",
+    h1.selectbox(_("A head of the circuit"), heads or ["(no head kept)"], key="circ_head",
                  disabled=not heads)
-    h2.button("Open on Which heads matter", key="circ_open", disabled=not heads,
+    h2.button(_("Open on Which heads matter"), key="circ_open", disabled=not heads,
               on_click=st.session_state.__setitem__, args=("circ_go", True))
 
 

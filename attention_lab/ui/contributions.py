@@ -19,6 +19,7 @@ import numpy as np
 import streamlit as st
 
 import viz_core as vc
+from viz_core.i18n import _
 
 from .charts import chart, download
 from .errors import literal, log
@@ -56,8 +57,9 @@ def attempt(what: str, patching_hint: str = PATCHING_HINT):
         st.error(literal(err), icon="⚠️")
     except Exception as err:  # noqa: BLE001 - the user sees a message, the log the details
         log.exception("%s failed", what)
-        st.error(f"Something went wrong while {literal(what)} ({type(err).__name__}). "
-                 "Try another input or setting; the rest of the page keeps working.",
+        st.error(_("Something went wrong while {what} ({name}). Try another input or setting; "
+                   "the rest of the page keeps working.").format(
+                     what=literal(what), name=type(err).__name__),
                  icon="⚠️")
 
 
@@ -72,7 +74,7 @@ def _search(request: SearchRequest):
 
 
 def head_search(request: SearchRequest):
-    with st.spinner("Ranking every head…"):
+    with st.spinner(_("Ranking every head…")):
         return _search(request)
 
 
@@ -128,16 +130,19 @@ def show_qk(request: AnalysisRequest, key: str, query_label: str, key_label: str
     with attempt("splitting the score", patching_hint):
         qk = run_analysis(request, "Splitting the score into components…")
         total = float(np.sum(qk.frame["contribution"]))
-        st.markdown(f"Score **{qk.score:.4f}** (before the softmax) of head {head} in "
-                    f"{literal(block)}, query {literal(query_label)} → key "
-                    f"{literal(key_label)}; the {len(qk.frame)} terms add up to {total:.4f}.")
+        st.markdown(_("Score **{score:.4f}** (before the softmax) of head {head} in {block}, "
+                      "query {query_label} → key {key_label}; the {n_frame} terms add up to "
+                      "{total:.4f}.").format(
+                        score=qk.score, head=head, block=literal(block),
+                        query_label=literal(query_label), key_label=literal(key_label),
+                        n_frame=len(qk.frame), total=total))
         if getattr(qk, "masked", False):
-            st.caption("The mask blocks this cell: its score exists, its weight is 0.")
+            st.caption(_("The mask blocks this cell: its score exists, its weight is 0."))
         chart(qk_bars(qk.frame, qk.score), key=key, name=f"{block}-h{head}-qk")
-        st.caption("Each term: one component of the query's stream (embeddings, an earlier "
+        st.caption(_("Each term: one component of the query's stream (embeddings, an earlier "
                    "head, an MLP, a bias) through the block's norm (its scale frozen at this "
                    "run's value) and W_Q, dotted with one component of the key's stream "
-                   "through W_K, times the scaling.")
+                   "through W_K, times the scaling."))
         download("QK terms (CSV)", lambda: qk.frame.to_csv(index=False),
                  f"qk_{block}_h{head}.csv", "text/csv", f"dl_{key}")
 
@@ -218,16 +223,16 @@ def why_this_cell(sel, block, head: int, why: WhyCell | None = None) -> None:
 
     if why is None:
         why = why_cell(sel, block, head)
-    st.toggle("Why does this head attend here?", key="why",
-              help="Split one cell's pre-softmax score into (query component × key "
+    st.toggle(_("Why does this head attend here?"), key="why",
+              help=_("Split one cell's pre-softmax score into (query component × key "
                    "component) terms: embeddings, earlier heads, MLPs, biases. Click a cell "
-                   "of the heatmap, or pick it here.")
+                   "of the heatmap, or pick it here."))
     state.to_url(why="1" if st.session_state.why else None)
     if not st.session_state.why:
         return
     if why.cross:
-        st.info("QK attribution covers self-attention blocks: the keys of cross-attention "
-                "come from the encoder's output, not from this stream.")
+        st.info(_("QK attribution covers self-attention blocks: the keys of cross-attention "
+                "come from the encoder's output, not from this stream."))
         return
     if why.cell is None:  # not reached: why_cell saw the same toggle value
         return
@@ -237,12 +242,12 @@ def why_this_cell(sel, block, head: int, why: WhyCell | None = None) -> None:
     q_labels = choice_labels(block.query_tokens[:n_q])
     k_labels = choice_labels(block.key_tokens[:n_k])
     c1, c2 = st.columns(2)
-    c1.selectbox("Query (row)", list(range(n_q)), key="why_q",
+    c1.selectbox(_("Query (row)"), list(range(n_q)), key="why_q",
                  format_func=lambda i: q_labels[i])
-    c2.selectbox("Key (column)", list(range(n_k)), key="why_k",
+    c2.selectbox(_("Key (column)"), list(range(n_k)), key="why_k",
                  format_func=lambda i: k_labels[i],
-                 help=f"Default: the key this head attends to most from the query "
-                      f"({k_labels[strongest]}).")
+                 help=_("Default: the key this head attends to most from the query ({value}).").format(
+                          value=k_labels[strongest]))
     query, key = int(st.session_state.why_q), int(st.session_state.why_k)
     state.to_url(why_q=query, why_k=key)
     state.show_notices()

@@ -16,6 +16,7 @@ import streamlit as st
 
 import viz_core as vc
 from viz_core.figures.distillation import layer_map_figure, pair_maps_figure
+from viz_core.i18n import _
 
 from . import state
 from .charts import chart, download, download_csv
@@ -86,19 +87,19 @@ def _student(teacher: str) -> str:
     if custom_allowed(policy):
         choices.append(OTHER)
     if not choices:
-        st.info("This deployment allows no second model to compare with.")
+        st.info(_("This deployment allows no second model to compare with."))
         st.stop()
     default = STUDENT if STUDENT in choices else choices[0]
-    name = url_select("Student", "student", choices, default,
-                      help="The distilled model. The teacher is the sidebar's model.")
+    name = url_select(_("Student"), "student", choices, default,
+                      help=_("The distilled model. The teacher is the sidebar's model."))
     if name == OTHER:
-        name = url_text_box("Student folder or Hub id", "student_path", strip=True,
-                            help="A Hugging Face folder or Hub id sharing the teacher's "
-                                 "tokenizer.")
+        name = url_text_box(_("Student folder or Hub id"), "student_path", strip=True,
+                            help=_("A Hugging Face folder or Hub id sharing the teacher's "
+                                 "tokenizer."))
         if not name:
-            st.info("Enter the student's folder or Hub id.")
+            st.info(_("Enter the student's folder or Hub id."))
             st.stop()
-        with reported(f"loading the student {name[:80]!r}"):
+        with reported(_("loading the student {value!r}").format(value=name[:80])):
             policy.check_name(name, builtin=False)
     return name
 
@@ -106,42 +107,42 @@ def _student(teacher: str) -> str:
 def _mapping(n_student: int | None):
     """The mapping choice: "uniform", "last" or a tuple of teacher layers."""
     c1, c2 = st.columns([2, 3])
-    name = url_select("Layer map", "dist_map", list(MAPPINGS), format_func=MAPPINGS.get,
+    name = url_select(_("Layer map"), "dist_map", list(MAPPINGS), format_func=MAPPINGS.get,
                       container=c1)
     if name != "custom":
         return name
-    raw = url_text_box("Teacher layer for each student layer", "dist_layers", limit=80,
+    raw = url_text_box(_("Teacher layer for each student layer"), "dist_layers", limit=80,
                        strip=True, container=c2, default=",".join(
                            str(i) for i in range(n_student or 1)),
-                       help="Comma-separated, from student layer 0 up, e.g. 1,3,5.")
+                       help=_("Comma-separated, from student layer 0 up, e.g. 1,3,5."))
     try:
         layers = tuple(int(x) for x in raw.replace(" ", "").split(",") if x)
     except ValueError:
-        st.error(f"Write teacher layers as numbers separated by commas, not "
-                 f"{literal(raw[:40])}.", icon="⚠️")
+        st.error(_("Write teacher layers as numbers separated by commas, not {literal}.").format(
+                     literal=literal(raw[:40])), icon="⚠️")
         st.stop()
     return layers or "uniform"
 
 
 def teacher_and_student(sel) -> None:
     """The whole mode, below the Compare page's mode switch."""
-    with st.expander("What TinyBERT and MiniLM transfer", expanded=False):
+    with st.expander(_("What TinyBERT and MiniLM transfer"), expanded=False):
         st.markdown(EXPLANATION)
     teacher = sel.model_name
     student = _student(teacher)
-    on = url_select("Measure on", "dist_on", [ON_HELD_OUT, ON_INPUT], widget="radio",
+    on = url_select(_("Measure on"), "dist_on", [ON_HELD_OUT, ON_INPUT], widget="radio",
                     horizontal=True)
     texts = held_out_sentences() if on == ON_HELD_OUT else (sel.text,)
-    with st.spinner(f"Loading {literal(student[:80])}…"), \
-            reported(f"loading the student {student[:80]!r}"):
+    with st.spinner(_("Loading {literal}…").format(literal=literal(student[:80]))), \
+            reported(_("loading the student {value!r}").format(value=student[:80])):
         depth = len([b for b in get_model(student, sel.device).block_heads
                      if b.endswith(".self")])
     mapping = _mapping(depth)
     measures = list(vc.distillation.MEASURES)
-    measure = url_select("Measure", "dist_measure", measures,
+    measure = url_select(_("Measure"), "dist_measure", measures,
                          format_func=vc.distillation.MEASURE_LABELS.get)
-    with st.spinner("Comparing every student layer with every teacher layer…"), \
-            reported("comparing the teacher and the student"):
+    with st.spinner(_("Comparing every student layer with every teacher layer…")), \
+            reported(_("comparing the teacher and the student")):
         result = _compare(teacher, student, sel.device, tuple(texts), mapping)
     state.show_notices()
     for note in result.notes():
@@ -151,7 +152,7 @@ def teacher_and_student(sel) -> None:
         result.matrix(measure), result.mapping, measure=label, teacher=teacher,
         student=student, title=f"{label}, {result.n_texts} text(s): student × teacher layers"),
         key="dist_map_chart", name="teacher-student-layers")
-    st.markdown("**Losses of the mapped pairs** (lower is closer)")
+    st.markdown(_("**Losses of the mapped pairs** (lower is closer)"))
     shown = result.mapped.drop(columns="mapped")
     st.dataframe(shown, hide_index=True, width="stretch")
     d1, d2 = st.columns(2)
@@ -180,16 +181,16 @@ def _pair_view(sel, teacher: str, student: str, result) -> None:
     def name(p: int) -> str:
         s, t = divmod(p, n_t)
         return f"student {s} ↔ teacher {t}" + ("  (mapped)" if p in mapped else "")
-    st.markdown("**One pair, on the input text**")
+    st.markdown(_("**One pair, on the input text**"))
     c1, c2 = st.columns([3, 2])
-    pick = url_select("Pair", "dist_pair", pairs, min(mapped), format_func=name, container=c1)
+    pick = url_select(_("Pair"), "dist_pair", pairs, min(mapped), format_func=name, container=c1)
     heads = ["mean"] + ([str(h) for h in range(result.teacher_heads)]
                         if result.heads_matched else [])
-    head = url_select("Heads", "dist_head", heads, container=c2,
+    head = url_select(_("Heads"), "dist_head", heads, container=c2,
                       format_func=lambda h: "mean of the heads" if h == "mean" else f"head {h}",
-                      help="One head needs equal head counts.")
+                      help=_("One head needs equal head counts."))
     pair = divmod(pick, n_t)
-    with st.spinner("Tracing the pair…"), reported("drawing the pair's attention maps"):
+    with st.spinner(_("Tracing the pair…")), reported(_("drawing the pair's attention maps")):
         tokens, t_map, s_map = _maps(teacher, student, sel.device, sel.text, pair,
                                      None if head == "mean" else int(head))
     s, t = pair
@@ -199,8 +200,9 @@ def _pair_view(sel, teacher: str, student: str, result) -> None:
         title="Attention of the pair (" + ("head mean" if head == "mean" else f"head {head}")
               + ") and the difference"), key="dist_pair_chart", name="teacher-student-pair")
     kl = vc.distillation.kl_rows(t_map[None], s_map[None]).mean()
-    st.caption(f"On this input: KL(teacher ‖ student) = {kl:.4f} nats a query position, "
-               f"largest |difference| = {float(np.abs(s_map - t_map).max()):.3f}.")
+    st.caption(_("On this input: KL(teacher ‖ student) = {kl:.4f} nats a query position, largest "
+                 "|difference| = {float:.3f}.").format(
+                   kl=kl, float=float(np.abs(s_map - t_map).max())))
     download("The two maps (NPZ)", lambda: _npz(tokens, t_map, s_map), "teacher-student-pair.npz",
              "application/octet-stream", "dl_dist_pair")
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from viz_core.i18n import _
+
 from .errors import log
 
 
@@ -47,15 +49,15 @@ def show(model, text: str, target: str | None) -> None:
     cols = st.columns([2, 1], vertical_alignment="center")  # room for the whole button label
     with cols[0]:
         if faith is None:
-            st.caption("Faithfulness not checked yet: the traced logits have not been compared "
-                       "with the model's reference attention.")
+            st.caption(_("Faithfulness not checked yet: the traced logits have not been compared "
+                       "with the model's reference attention."))
         else:
             st.caption(describe(*faith))
     key = ("faith_result", getattr(model, "name", ""), text, target)
-    cols[1].button("Check faithfulness on this input", key="faith_check",
+    cols[1].button(_("Check faithfulness on this input"), key="faith_check",
                    on_click=_check_now, args=(model, text, target, key),
-                   help="Run this input through the model's reference attention (SDPA) and "
-                        "compare its logits with the traced run's.")
+                   help=_("Run this input through the model's reference attention (SDPA) and "
+                        "compare its logits with the traced run's."))
     stored = st.session_state.get("_faith")
     if stored is not None and stored[0] == key:
         result = stored[1]

@@ -12,6 +12,7 @@ import streamlit as st
 from viz_core.analysis.attention_flow import MAX_TOKENS, self_kind
 from viz_core.analysis.heads import rollout
 from viz_core.figures.flow import attention_views_figure
+from viz_core.i18n import _
 
 from . import state
 from .charts import chart
@@ -31,9 +32,9 @@ def threshold_slider(container=st) -> float:
     """The threshold (URL ``flow_t``): the smallest weight of an edge on a route."""
     state.widget_default("flow_t", state.url_float("flow_t", DEFAULT_THRESHOLD,
                                                    BASE_THRESHOLD, 1.0))
-    container.slider("Threshold", BASE_THRESHOLD, 1.0, key="flow_t", step=0.01,
-                     help="An edge is on a route when its weight (its share of what reaches "
-                          "the node it enters) is at least this. Ferrando & Voita use 0.04.")
+    container.slider(_("Threshold"), BASE_THRESHOLD, 1.0, key="flow_t", step=0.01,
+                     help=_("An edge is on a route when its weight (its share of what reaches "
+                          "the node it enters) is at least this. Ferrando & Voita use 0.04."))
     state.to_url(flow_t=round(float(st.session_state["flow_t"]), 4))
     return float(st.session_state["flow_t"])
 
@@ -60,9 +61,9 @@ def show_attention_views(sel, trace, position: int) -> None:
     patterns = trace.stack(kind)  # [layer, head, n, n]
     tokens = trace.layers(kind)[0].query_tokens
     if len(tokens) > MAX_TOKENS:
-        st.caption(f"Attention flow is offered up to {MAX_TOKENS} tokens (one maximum flow "
-                   f"per token pair); this input has {len(tokens)}. Rollout is on the "
-                   f"Attention page.")
+        st.caption(_("Attention flow is offered up to {MAX_TOKENS} tokens (one maximum flow per "
+                     "token pair); this input has {n_tokens}. Rollout is on the Attention page.").format(
+                       MAX_TOKENS=MAX_TOKENS, n_tokens=len(tokens)))
         return
     flow = run_analysis(AnalysisRequest.of(
         sel, "attention_flow", text=sel.text, target=sel.target or None, kind=kind,
@@ -70,7 +71,7 @@ def show_attention_views(sel, trace, position: int) -> None:
     raw = patterns[-1].mean(axis=0)
     fig = attention_views_figure(tokens, raw, rollout(patterns), flow, int(position))
     chart(fig, key=f"flow_views_{kind}_{position}", name="attention-flow")
-    st.caption("Raw attention: the last layer's mean over heads. Rollout and attention flow "
+    st.caption(_("Raw attention: the last layer's mean over heads. Rollout and attention flow "
                "(Abnar & Zuidema, 2020) follow 0.5·mean over heads + 0.5·I through every "
                "layer: rollout multiplies the matrices (every path), flow is the most that "
-               "can pass at once (a maximum flow from each input token).")
+               "can pass at once (a maximum flow from each input token)."))

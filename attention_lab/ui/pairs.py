@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from viz_core.i18n import _
+
 from .errors import reported
 from .runs import get_model
 
@@ -28,10 +30,10 @@ def _parts(name: str, device: str, text: str, pair: str | None):
 
 def pair_trace(sel, pair: str | None):
     """The sidebar's text as sentence A and `pair` as sentence B (None: one sentence)."""
-    with st.spinner("Running the model…"), reported("running the model on the pair"):
+    with st.spinner(_("Running the model…")), reported(_("running the model on the pair")):
         return _pair_trace(sel.model_name, sel.device, sel.text, pair or None)
 
 
 def embedding_parts(sel, pair: str | None):
-    with st.spinner("Reading the embedding tables…"), reported("reading the embeddings"):
+    with st.spinner(_("Reading the embedding tables…")), reported(_("reading the embeddings")):
         return _parts(sel.model_name, sel.device, sel.text, pair or None)

@@ -15,6 +15,7 @@ from viz_core.figures.rope import (
     pair_rotation_figure,
     rotary_score_figure,
 )
+from viz_core.i18n import _
 from viz_core.lessons.rope import decay_bound, pair_demo, rotary_scores
 
 from .charts import chart
@@ -33,8 +34,8 @@ def show_rope(specs) -> None:
     """The model's rotary embedding, read from its own config."""
     if len(specs) > 1:
         names = [s.layer_type for s in specs]
-        chosen = st.selectbox("Layer type", names, key="rope_layer_type",
-                              help="This model uses a different RoPE on each kind of layer.")
+        chosen = st.selectbox(_("Layer type"), names, key="rope_layer_type",
+                              help=_("This model uses a different RoPE on each kind of layer."))
         spec = specs[names.index(chosen)]
     else:
         spec = specs[0]
@@ -51,27 +52,28 @@ def show_rope(specs) -> None:
     chart(frequency_figure(spec), key="rope_freq", name="rope-frequencies")
     longest = spec.max_positions or 4096
     c1, c2 = st.columns(2)
-    n_pos = url_number("Positions", "rope_len", min(128, longest), 2, min(longest, 4096),
+    n_pos = url_number(_("Positions"), "rope_len", min(128, longest), 2, min(longest, 4096),
                        container=c1)
-    pairs = c2.multiselect("Pairs", list(range(spec.pairs)), key="rope_pairs",
+    pairs = c2.multiselect(_("Pairs"), list(range(spec.pairs)), key="rope_pairs",
                            default=sorted({0, 1, spec.pairs // 4, spec.pairs - 1}))
     freqs = spec.frequencies
     if pairs:
         chart(angle_curves(freqs, pairs, n_pos), key="rope_angles", name="rope-angles")
     chart(angle_heatmap(freqs, n_pos), key="rope_angle_map", name="rope-angle-heatmap")
 
-    st.subheader("One query and one key pair, rotated")
+    st.subheader(_("One query and one key pair, rotated"))
     c1, c2, c3, c4 = st.columns(4)
     i = url_number("Pair i", "rope_pair", min(1, spec.pairs - 1), 0, spec.pairs - 1,
                    container=c1)
-    m = url_number("Query position m", "rope_m", 3, 0, 100_000, container=c2)
-    n = url_number("Key position n", "rope_n", 1, 0, 100_000, container=c3)
-    shift = url_number("Shift both by", "rope_shift", 5, 0, 100_000, container=c4)
+    m = url_number(_("Query position m"), "rope_m", 3, 0, 100_000, container=c2)
+    n = url_number(_("Key position n"), "rope_n", 1, 0, 100_000, container=c3)
+    shift = url_number(_("Shift both by"), "rope_shift", 5, 0, 100_000, container=c4)
     demo = pair_demo(EXAMPLE_Q, EXAMPLE_K, float(freqs[i]), m, n, shift)
     chart(pair_rotation_figure(demo), key="rope_pair_fig", name="rope-pair")
-    st.caption(f"Pair {i} turns by θ = {freqs[i]:.4g} rad per position. Shifting both "
-               f"positions by {shift} turns q and k by the same angle, so the angle between "
-               f"them, and q·k, stay the same: q·k depends only on m − n = {m - n}.")
+    st.caption(_("Pair {i} turns by θ = {value:.4g} rad per position. Shifting both positions by "
+                 "{shift} turns q and k by the same angle, so the angle between them, and q·k, "
+                 "stay the same: q·k depends only on m − n = {value2}.").format(
+                   i=i, value=freqs[i], shift=shift, value2=m - n))
     rng = np.random.default_rng(0)
     q, k = rng.standard_normal(spec.dim), rng.standard_normal(spec.dim)
     chart(rotary_score_figure(rotary_scores(q, k, freqs, min(n_pos, 64)),
@@ -79,7 +81,7 @@ def show_rope(specs) -> None:
                                     "along diagonals"),
           key="rope_scores", name="rope-scores")
 
-    st.subheader("Long-range decay")
+    st.subheader(_("Long-range decay"))
     st.latex(r"\Big|\sum_{i} h_i e^{\mathrm{i}(m-n)\theta_i}\Big| \le "
              r"\max_i |h_{i+1} - h_i| \sum_{j=1}^{d/2} |S_j|,\qquad "
              r"S_j = \sum_{k=0}^{j-1} e^{\mathrm{i}(m-n)\theta_k}")
@@ -89,5 +91,5 @@ def show_rope(specs) -> None:
     if spec.scaled:
         curves["without scaling"] = decay_bound(spec.default_inv_freq, distances)
     chart(decay_figure(distances, curves), key="rope_decay", name="rope-decay")
-    st.caption("RoFormer, section 3.4.3: the relative upper bound (1/(d/2))·Σⱼ|Sⱼ| of q·k "
-               "shrinks, with oscillations, as the distance between query and key grows.")
+    st.caption(_("RoFormer, section 3.4.3: the relative upper bound (1/(d/2))·Σⱼ|Sⱼ| of q·k "
+               "shrinks, with oscillations, as the distance between query and key grows."))

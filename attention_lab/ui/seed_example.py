@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from viz_core.i18n import _
+
 from .charts import chart
 from .controls import block_kind_label, url_number, url_select
 from .errors import literal
@@ -60,26 +62,26 @@ def show(sel) -> None:
     from viz_core.figures.referent import referent_panels
 
     open_ = sel.text.strip().lower() in PAIR
-    with st.expander("“it” follows the adjective: tired → the animal, wide → the street",
+    with st.expander(_("“it” follows the adjective: tired → the animal, wide → the street"),
                      expanded=open_):
-        st.markdown("The self-attention tutorials' sentence, twice: only the last word "
+        st.markdown(_("The self-attention tutorials' sentence, twice: only the last word "
                     "changes, and with it what “it” is. French has to choose: **il** "
-                    "(l'animal) or **elle** (la rue). Same head on both sides.")
+                    "(l'animal) or **elle** (la rue). Same head on both sides."))
         if not open_:  # no hidden chart under a closed box: the page's first chart is seen
-            st.button("Show it: put the sentence with “tired” in the input box",
+            st.button(_("Show it: put the sentence with “tired” in the input box"),
                       key="it_show", on_click=_use_pair)
             return
         kind0, layer0, head0 = card_head(model)
         c1, c2, c3 = st.columns([2, 1, 1])
-        kind = url_select("Block", "it_kind", KINDS, kind0, container=c1,
+        kind = url_select(_("Block"), "it_kind", KINDS, kind0, container=c1,
                           format_func=block_kind_label)
         traces = [run_trace(TraceRequest(sel.model_name, sel.device, text,
                                          capture=("pattern",), blocks=(kind,)))
                   for text in PAIR]
         layers = traces[0].layers(kind)
-        layer = url_number("Layer", "it_layer", min(layer0, len(layers) - 1), 0,
+        layer = url_number(_("Layer"), "it_layer", min(layer0, len(layers) - 1), 0,
                            len(layers) - 1, container=c2)
-        head = url_number("Head", "it_head", head0, 0, layers[0].n_heads - 1, container=c3)
+        head = url_number(_("Head"), "it_head", head0, 0, layers[0].n_heads - 1, container=c3)
         panels, lines = [], []
         for text, trace in zip(PAIR, traces):
             block = trace.layers(kind)[layer]
@@ -105,9 +107,11 @@ def show(sel) -> None:
         street = [float(p["weights"][6]) for p in panels]
         tops = [literal(p["tokens"][int(p["weights"].argmax())]) for p in panels]
         st.caption(
-            f"Blue: the noun “it” refers to; orange: the other noun. The head puts "
-            f"{animal[0]:.2f} on animal and {street[0]:.2f} on street with tired (most on "
-            f"“{tops[0]}”), {animal[1]:.2f} and {street[1]:.2f} with wide (most on "
-            f"“{tops[1]}”). The default head is the one whose patching moves il/elle most "
-            "in the model card; the card's head search found no head that puts half its "
-            "weight on the right noun for both adjectives. Pick another head to compare.")
+            _("Blue: the noun “it” refers to; orange: the other noun. The head puts {value:.2f} "
+              "on animal and {value2:.2f} on street with tired (most on “{value3}”), "
+              "{value4:.2f} and {value5:.2f} with wide (most on “{value6}”). The default head is "
+              "the one whose patching moves il/elle most in the model card; the card's head "
+              "search found no head that puts half its weight on the right noun for both "
+              "adjectives. Pick another head to compare.").format(
+                value=animal[0], value2=street[0], value3=tops[0], value4=animal[1],
+                value5=street[1], value6=tops[1]))

@@ -129,43 +129,8 @@ def unmarked_literals(path: Path) -> list[str]:
     return found
 
 
-# Files whose strings are not yet wrapped (issue 32): this list only shrinks.
-NOT_YET: set[str] = {
-    "attention_lab/ui/alignment.py",
-    "attention_lab/ui/atlas.py",
-    "attention_lab/ui/attention_views.py",
-    "attention_lab/ui/bleu.py",
-    "attention_lab/ui/circuits.py",
-    "attention_lab/ui/contributions.py",
-    "attention_lab/ui/distillation.py",
-    "attention_lab/ui/faithfulness.py",
-    "attention_lab/ui/flow.py",
-    "attention_lab/ui/pairs.py",
-    "attention_lab/ui/rope.py",
-    "attention_lab/ui/seed_example.py",
-    "attention_lab/ui/tabs/attribution.py",
-    "attention_lab/ui/tabs/composition.py",
-    "attention_lab/ui/tabs/entropy.py",
-    "attention_lab/ui/tabs/explain.py",
-    "attention_lab/ui/tabs/lens.py",
-    "attention_lab/ui/tabs/patching.py",
-    "attention_lab/ui/tabs/search.py",
-    "pages/atlas.py",
-    "pages/attention.py",
-    "pages/beam.py",
-    "pages/block.py",
-    "pages/circuits.py",
-    "pages/compare.py",
-    "pages/flow.py",
-    "pages/heads.py",
-    "pages/heads_matter.py",
-    "pages/inside.py",
-    "pages/masks.py",
-    "pages/pairs.py",
-    "pages/positional.py",
-    "pages/pretraining.py",
-    "pages/relative.py",
-}
+# Files whose strings are not yet wrapped: this list only shrinks.
+NOT_YET: set[str] = set()
 
 
 def ui_files() -> list[Path]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from viz_core.figures.contributions import attribution_bars, attribution_heatmap
+from viz_core.i18n import _
 
 from ..charts import chart, download_csv
 from ..contributions import attempt
@@ -23,9 +24,11 @@ def attribution_tab(sel, explained: Explained) -> None:
     with attempt("attributing the logit"):
         a = run_analysis(request, "Attributing the logit…")
         total = float(a.frame["contribution"].sum())
-        st.markdown(f"**{literal(a.metric)}** at position {a.position} "
-                    f"(after {literal(repr(a.tokens[a.position]))}) = **{a.logit:.4f}**; "
-                    f"the {len(a.frame)} components add up to {total:.4f}.")
+        st.markdown(_("**{metric}** at position {position} (after {literal}) = **{logit:.4f}**; "
+                      "the {n_frame} components add up to {total:.4f}.").format(
+                        metric=literal(a.metric), position=a.position,
+                        literal=literal(repr(a.tokens[a.position])), logit=a.logit,
+                        n_frame=len(a.frame), total=total))
         left, right = st.columns([3, 2])
         with left:
             chart(attribution_heatmap(a.frame), key="hm_attr_heads", name="logit-attribution-heads")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from viz_core.figures.contributions import composition_heatmap
+from viz_core.i18n import _
 
 from ..charts import chart, download_csv
 from ..contributions import attempt
@@ -19,13 +20,13 @@ def composition_tab(sel) -> None:
         comp = run_analysis(AnalysisRequest.of(sel, "composition"),
                             "Composition scores from the weights…")
         kinds = [k for k in ("Q", "K", "V") if k in set(comp["kind"])] or ["K"]
-        kind = url_select("Composition", "comp", kinds, widget="radio", horizontal=True,
-                          help="How much a later head reads what an earlier head wrote: "
-                               "through its queries (Q), keys (K) or values (V).")
+        kind = url_select(_("Composition"), "comp", kinds, widget="radio", horizontal=True,
+                          help=_("How much a later head reads what an earlier head wrote: "
+                               "through its queries (Q), keys (K) or values (V)."))
         if comp.empty:
-            st.info("This model has one layer of heads: there is no composition.")
+            st.info(_("This model has one layer of heads: there is no composition."))
         else:
             chart(composition_heatmap(comp, kind), key="hm_comp", name=f"{kind}-composition")
-        st.caption("From the weights alone (Elhage et al., 2021): ‖W_QK^recv W_OV^send‖_F / "
-                   "(‖W_QK^recv‖_F ‖W_OV^send‖_F) for K; Q uses W_QKᵀ, V uses W_OV^recv.")
+        st.caption(_("From the weights alone (Elhage et al., 2021): ‖W_QK^recv W_OV^send‖_F / "
+                   "(‖W_QK^recv‖_F ‖W_OV^send‖_F) for K; Q uses W_QKᵀ, V uses W_OV^recv."))
         download_csv("Composition (CSV)", comp, "composition.csv", "dl_comp")

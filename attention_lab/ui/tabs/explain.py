@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from viz_core.figures.common import choice_labels
+from viz_core.i18n import _
 
 from .. import state
 from ..controls import url_select, url_text_box
@@ -43,27 +44,27 @@ def what_to_explain(sel) -> Explained:
     encoder_only = sel.model.architecture == "encoder-only"
     positions = list(trace.source_tokens if encoder_only else trace.target_tokens)
     if not positions:
-        st.info("This input has no tokens to explain.")
+        st.info(_("This input has no tokens to explain."))
         st.stop()
-    st.subheader("What to explain")
+    st.subheader(_("What to explain"))
     c_pos, c_tok, c_against = st.columns([2, 2, 2])
     n, labels = len(positions), choice_labels(positions)
-    position = url_select("Position", "pos", range(n), n - 1, container=c_pos,
+    position = url_select(_("Position"), "pos", range(n), n - 1, container=c_pos,
                           format_func=lambda i: labels[i],
-                          help="The prediction made at this position of the decoder's input "
-                               "(the next token after it).")
-    token = url_text_box("Token", "tok", "One token of the vocabulary, e.g. the word you "
+                          help=_("The prediction made at this position of the decoder's input "
+                               "(the next token after it)."))
+    token = url_text_box(_("Token"), "tok", "One token of the vocabulary, e.g. the word you "
                          "expect next. Empty: the model's own prediction.", limit=TOKEN_CHARS,
                          strip=True, container=c_tok)
-    against = url_text_box("Contrast token", "against", "Optional: explain logit(token) − "
+    against = url_text_box(_("Contrast token"), "against", "Optional: explain logit(token) − "
                            "logit(contrast) instead of the logit alone.", limit=TOKEN_CHARS,
                            strip=True, container=c_against)
     if token and against and token == against:
-        st.error("The contrast token is the target token itself: their logit difference is "
-                 "always 0. Pick a different contrast token.", icon="⚠️")
+        st.error(_("The contrast token is the target token itself: their logit difference is "
+                 "always 0. Pick a different contrast token."), icon="⚠️")
     if encoder_only:
-        st.caption("This model has no output head: patching compares its pooled sentence "
+        st.caption(_("This model has no output head: patching compares its pooled sentence "
                    "embedding (cosine similarity to the clean run's), so the position and "
-                   "tokens above are not used; the other sections read the attention itself.")
+                   "tokens above are not used; the other sections read the attention itself."))
     state.show_notices()
     return Explained(int(position), position == n - 1, token or None, against or None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from viz_core.figures.contributions import logit_lens_grid
+from viz_core.i18n import _
 
 from ..charts import chart, download, download_csv
 from ..contributions import attempt, lens_npz
@@ -28,13 +29,14 @@ def lens_tab(sel) -> None:
                               lens.prediction_tokens[first:]),
               key="hm_lens", name="logit-lens")
         if first:
-            st.caption(f"The last {LENS_POSITIONS} of {len(lens.tokens):,} positions "
-                       "(the downloads hold them all).")
-        st.caption("Each row is the residual stream after that layer (the first: the "
+            st.caption(_("The last {LENS_POSITIONS} of {n_tokens:,} positions (the downloads "
+                         "hold them all).").format(
+                           LENS_POSITIONS=LENS_POSITIONS, n_tokens=len(lens.tokens)))
+        st.caption(_("Each row is the residual stream after that layer (the first: the "
                    "embeddings), read through the model's final norm and unembedding; the "
                    "last row is the model's own output. Text: the top token there; colour: "
                    "the probability of the model's final prediction at that position. Hover "
-                   "for both probabilities.")
+                   "for both probabilities."))
         d1, d2 = st.columns(2)
         with d1:
             download_csv("Logit lens (CSV)", lens.frame, "logit_lens.csv", "dl_lens")

@@ -16,6 +16,7 @@ from viz_core.figures.contributions import (
     patching_scatter,
     shared_limit,
 )
+from viz_core.i18n import _
 
 from .. import state
 from ..charts import chart, download, download_csv
@@ -55,41 +56,41 @@ def _pair(sel) -> tuple[str, str]:
     suggestion = suggested_corruption(sel.model_name, sel.device, sel.text)
     _follow_the_sidebar(sel, suggestion)
     p1, p2 = st.columns(2)
-    clean = url_text_box("Clean text", "clean", "The input whose behaviour is restored "
+    clean = url_text_box(_("Clean text"), "clean", "The input whose behaviour is restored "
                          "(effect 1).", limit=state.MAX_TEXT_CHARS, area=True, container=p1,
                          default=sel.text)
-    corrupted = url_text_box("Corrupted text", "corrupt", "The same number of tokens, with "
+    corrupted = url_text_box(_("Corrupted text"), "corrupt", "The same number of tokens, with "
                              "something changed (effect 0).", limit=state.MAX_TEXT_CHARS,
                              area=True, container=p2,
                              default=suggestion[0] if suggestion else "")
     shown = st.session_state.get(SUGGESTED, suggestion)
     b1, b2 = st.columns([1, 3])
-    b1.button("Suggest a corruption", key="hm_suggest", on_click=_suggest_for_clean, args=(sel,),
-              help="Replace one word of the clean text by another of the same token count.")
+    b1.button(_("Suggest a corruption"), key="hm_suggest", on_click=_suggest_for_clean, args=(sel,),
+              help=_("Replace one word of the clean text by another of the same token count."))
     if shown:
-        b2.caption(f"Suggested corruption: {literal(repr(shown[1]))} → "
-                   f"{literal(repr(shown[2]))} (same token count).")
+        b2.caption(_("Suggested corruption: {literal} → {literal2} (same token count).").format(
+                       literal=literal(repr(shown[1])), literal2=literal(repr(shown[2]))))
     elif st.session_state.get(SUGGESTED, 0) is None:
-        b2.caption("No word of the clean text could be replaced keeping its token count; "
-                   "edit the corrupted text yourself.")
+        b2.caption(_("No word of the clean text could be replaced keeping its token count; "
+                   "edit the corrupted text yourself."))
     return clean, corrupted
 
 
 @fragment
 def patching_tab(sel, explained: Explained) -> None:
     clean, corrupted = _pair(sel)
-    over = url_select("Patch", "over", OVER, widget="radio", horizontal=True,
-                      help="heads: each head's output z at every position · layers: the "
+    over = url_select(_("Patch"), "over", OVER, widget="radio", horizontal=True,
+                      help=_("heads: each head's output z at every position · layers: the "
                            "residual stream entering each layer, every position · positions: "
-                           "the stream entering each layer at one position.")
+                           "the stream entering each layer at one position."))
     state.show_notices()
     if not clean.strip() or not corrupted.strip():
-        st.info("Give a clean and a corrupted text to patch.")
+        st.info(_("Give a clean and a corrupted text to patch."))
         return
     if over == "positions" and sel.model.count_tokens(clean) > POSITIONS_MAX:
-        st.info(f"Per-position patching runs the model once per layer and position; it is "
-                f"offered up to {POSITIONS_MAX} tokens. Shorten the clean text, or patch "
-                "heads or layers.")
+        st.info(_("Per-position patching runs the model once per layer and position; it is "
+                  "offered up to {POSITIONS_MAX} tokens. Shorten the clean text, or patch heads "
+                  "or layers.").format(POSITIONS_MAX=POSITIONS_MAX))
         return
     # the last position stays the last one of whatever clean text is patched
     request = AnalysisRequest.of(sel, "patch", clean=clean, corrupted=corrupted,
@@ -98,9 +99,9 @@ def patching_tab(sel, explained: Explained) -> None:
                                  position=-1 if explained.last else explained.position)
     with attempt("patching"):
         real = run_analysis(request, f"Patching over {over}…")
-        st.markdown(f"Metric: **{literal(real.metric)}**: clean {real.clean:.4f}, corrupted "
-                    f"{real.corrupted:.4f}. Effect 1 = the patched unit alone restores the "
-                    "clean value; 0 = no change.")
+        st.markdown(_("Metric: **{metric}**: clean {clean:.4f}, corrupted {corrupted:.4f}. "
+                      "Effect 1 = the patched unit alone restores the clean value; 0 = no change.").format(
+                        metric=literal(real.metric), clean=real.clean, corrupted=real.corrupted))
         for w in real.warnings:
             st.warning(literal(w), icon="✂️")
         if over == "layers":
@@ -146,5 +147,5 @@ def _beside_attribution_patching(real, request: AnalysisRequest, over: str) -> N
                                [f"{r} · {c}" for r, c in zip(frame["row"], frame["column"])],
                                cmp.pearson),
               key="hm_patch_scatter", name=f"patching-vs-attribution-{over}")
-    right.caption(f"Correlation of attribution with activation patching: Pearson "
-                  f"{cmp.pearson:.3f}, Spearman {cmp.spearman:.3f}.")
+    right.caption(_("Correlation of attribution with activation patching: Pearson {pearson:.3f}, "
+                    "Spearman {spearman:.3f}.").format(pearson=cmp.pearson, spearman=cmp.spearman))

@@ -9,6 +9,7 @@ import streamlit as st
 from viz_core.analysis.head_search import TEMPLATES
 from viz_core.figures.common import choice_labels
 from viz_core.figures.contributions import head_search_heatmap
+from viz_core.i18n import _
 
 from .. import state
 from ..charts import chart, download_csv
@@ -27,18 +28,18 @@ def search_tab(sel) -> None:
     request = text_request(sel)
     trace = run_trace(request)
     s1, s2 = st.columns([1, 2])
-    kind = url_select("Block", "hs_kind", trace.kinds(), container=s1,
+    kind = url_select(_("Block"), "hs_kind", trace.kinds(), container=s1,
                       format_func=block_kind_label)
-    mode = url_select("Find heads that attend to", "hs_mode", list(MODES), container=s2,
+    mode = url_select(_("Find heads that attend to"), "hs_mode", list(MODES), container=s2,
                       format_func=MODES.get)
     query = key = 0
     if mode == "pair":
         first = trace.layers(kind)[0]
         q_labels, k_labels = choice_labels(first.query_tokens), choice_labels(first.key_tokens)
         c1, c2 = st.columns(2)
-        query = url_select("Query token (attends)", "hs_q", range(len(q_labels)),
+        query = url_select(_("Query token (attends)"), "hs_q", range(len(q_labels)),
                            len(q_labels) - 1, container=c1, format_func=lambda i: q_labels[i])
-        key = url_select("Key token (attended to)", "hs_k", range(len(k_labels)), 0,
+        key = url_select(_("Key token (attended to)"), "hs_k", range(len(k_labels)), 0,
                          container=c2, format_func=lambda i: k_labels[i])
     else:
         state.to_url(hs_q=None, hs_k=None)
@@ -46,11 +47,12 @@ def search_tab(sel) -> None:
     with attempt("searching the heads"):
         found = head_search(SearchRequest(request, kind, None if mode == "pair" else mode,
                                           query, key))
-        st.markdown(f"Every head of the {literal(block_kind_label(kind).lower())} ranked by "
-                    f"its {literal(found.description)}.")
+        st.markdown(_("Every head of the {literal} ranked by its {description}.").format(
+                        literal=literal(block_kind_label(kind).lower()),
+                        description=literal(found.description)))
         if found.queries == 0:
-            st.info("The template applies to no query of this input (e.g. induction needs a "
-                    "token that occurs twice). Try a longer or repetitive text.")
+            st.info(_("The template applies to no query of this input (e.g. induction needs a "
+                    "token that occurs twice). Try a longer or repetitive text."))
             return
         _ranking(found, kind, mode)
 
@@ -64,7 +66,7 @@ def _ranking(found, kind: str, mode: str) -> None:
         st.dataframe(table.round(4), key="hs_table", on_select="rerun",
                      selection_mode="single-row", hide_index=True, height=360,
                      width="stretch")
-        st.caption("Click a row to open that head on the Attention page.")
+        st.caption(_("Click a row to open that head on the Attention page."))
     with right:
         chart(head_search_heatmap(found.frame, "Every head's score"), key="hs_heat",
               name=f"head-search-{mode}")
