@@ -522,7 +522,7 @@ def cpu_rows(name: str, note: str, quick: bool) -> list[dict]:
             found[policy] = asyncio.run(_cpu_session(base, proc, name, counts))
     rows = []
     for kind in found[policies[-1][0]]:
-        row = {"name": f"latency: server CPU per {kind} ({note})", "model": note,
+        row = {"name": f"latency: server CPU per {kind} ({note})", "model": note, "device": "cpu",
                "how": "Streamlit protocol client (bench/load), process CPU of streamlit run "
                       "app.py, per interaction"}
         for policy, _ in policies:
@@ -544,9 +544,9 @@ def run(quick: bool = False) -> list[dict]:
             rows += browser_rows(name, model, note, 1 if quick else 5)
             rows += interaction_rows(name if quick else "minilm", note if quick else "minilm",
                                      quick)
-            rows += cpu_rows(name if quick else "minilm", note if quick else "minilm", quick)
         except ImportError as err:
             rows.append({"name": "latency: browser", "skipped": f"playwright missing ({err})"})
+        rows += cpu_rows(name if quick else "minilm", note if quick else "minilm", quick)
     return rows
 
 

@@ -24,3 +24,9 @@ def test_latency():
     if Path(CHROMIUM).exists():
         browser = next(r for r in rows if "browser" in r["name"])
         assert browser["sentences"] == 1
+    # server CPU per interaction over Streamlit's protocol: every kind ran, none failed
+    cpu = {r["name"].split(" per ")[1].split(" (")[0]: r for r in rows if "server CPU" in r["name"]}
+    assert set(cpu) == {"first page", "head switch", "head again", "layer switch", "view radio",
+                        "heads matter tab"}, names
+    assert all(r["after_errors"] == 0 and r["n"] >= 1 and r["after_cpu_s"] >= 0
+               for r in cpu.values()), cpu
