@@ -16,7 +16,8 @@ from viz_core.training.toy import save_toy
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     root = tmp_path_factory.mktemp("tiny")
-    return {n: vc.load(str(make(root / n))) for n, make in
+    # on the CPU in float32, whatever the machine: the references below are the modules' own
+    return {n: vc.load(str(make(root / n)), "cpu", dtype="float32") for n, make in
             (("bert", make_tiny_bert), ("roberta", make_tiny_roberta),
              ("distilbert", make_tiny_distilbert))}
 
@@ -49,6 +50,20 @@ def test_bert_parts_sum_and_layernorm_equal_the_models_embeddings(tiny):
                                rtol=1e-6)
     rows = parts_rows(parts)
     assert rows[-1]["segment"] == "B" and rows[0]["segment"] == "A"
+
+
+def test_bfloat16_model_parts_are_float32_and_normed_by_its_own_layernorm(tmp_path):
+    """A bfloat16 model (the GPU's default precision) gives float32 parts: its LayerNorm runs
+    in float32 with its own (bfloat16) parameters, not on mixed dtypes."""
+    m = vc.load(str(make_tiny_bert(tmp_path / "bert")), "cpu", dtype="bfloat16")
+    parts = embedding_parts(m, "the cat sat")
+    emb = embeddings_module(m.hf_model)
+    assert emb.LayerNorm.weight.dtype == torch.bfloat16 and parts.normed.dtype == np.float32
+    with torch.no_grad():
+        ref = torch.nn.functional.layer_norm(  # the same computation, written out
+            torch.from_numpy(parts.total), emb.LayerNorm.normalized_shape,
+            emb.LayerNorm.weight.float(), emb.LayerNorm.bias.float(), emb.LayerNorm.eps)
+    np.testing.assert_allclose(parts.normed, ref.numpy(), atol=1e-6)
 
 
 def test_roberta_positions_start_after_padding_and_distilbert_has_no_segments(tiny):

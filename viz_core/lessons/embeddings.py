@@ -15,6 +15,11 @@ import numpy as np
 from ..errors import InputError
 
 
+def _f32(p):
+    """A parameter in float32, or None."""
+    return None if p is None else p.float()
+
+
 @dataclass
 class EmbeddingParts:
     tokens: list[str]
@@ -88,7 +93,11 @@ def embedding_parts(model, text: str, pair: str | None = None) -> EmbeddingParts
             seg = torch.zeros_like(tok)
         total = tok + seg + pos
         norm = getattr(emb, "LayerNorm", None) or getattr(emb, "layer_norm", None)
-        normed = norm(total).float() if norm is not None else total
+        # the norm in float32 with the module's own parameters: a bfloat16 model (the GPU's
+        # default precision) would otherwise get float32 input and bfloat16 weights
+        normed = torch.nn.functional.layer_norm(
+            total, norm.normalized_shape, _f32(norm.weight), _f32(norm.bias),
+            norm.eps) if norm is not None else total
     shown = tokenizer.convert_ids_to_tokens(ids)
     return EmbeddingParts(
         tokens=[str(t) for t in shown], input_ids=ids, segments=[int(s) for s in segments],
