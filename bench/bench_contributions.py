@@ -13,11 +13,9 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-import torch
-
 import viz_core as vc
 
-from .common import paired, ratio_row, save_gpt2
+from .common import bench_devices, paired, ratio_row, save_gpt2
 
 TARGET = 1.3
 
@@ -40,7 +38,7 @@ def trace_of(model, text):
 def run(quick: bool = False) -> list[dict]:
     n, repeat = (128, 3) if quick else (512, 7)
     rows = []
-    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    devices = bench_devices()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "gpt2-small"
         save_gpt2(folder, quick)

@@ -28,7 +28,7 @@ import torch
 import viz_core as vc
 from viz_core.analysis import edges as E
 
-from .common import paired, ratio_row, save_gpt2
+from .common import bench_devices, paired, ratio_row, save_gpt2
 
 N_TOKENS = 64
 TARGETS = {"eap": 3.0, "eap-ig": 12.0}
@@ -117,7 +117,7 @@ def run(quick: bool = False) -> list[dict]:
     n_exact, n_peer = (40, 6) if quick else (160, 8)
     repeat_exact = 2 if quick else 3
     rows = []
-    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    devices = bench_devices()
     shape = "tiny GPT-2" if quick else "GPT-2-small-shaped"
     label = "tiny" if quick else "gpt2 12x12x768"
     with tempfile.TemporaryDirectory() as tmp:

@@ -17,11 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import torch
-
 import viz_core as vc
 
-from .common import budget_row, paired, ratio_row, save_gpt2, summary
+from .common import bench_devices, budget_row, paired, ratio_row, save_gpt2, summary
 
 TARGET = 3.0
 FLOW_BUDGET_S = 5.0
@@ -75,7 +73,7 @@ def run(quick: bool = False) -> list[dict]:
     n, n_flow, repeat = (32, 16, 2) if quick else (128, 64, 5)
     shape = "tiny GPT-2" if quick else "GPT-2-small-shaped"
     rows = []
-    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    devices = bench_devices()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "gpt2-small"
         save_gpt2(folder, quick)

@@ -10,6 +10,15 @@ from collections.abc import Callable
 import torch
 
 
+def bench_devices() -> list[str]:
+    """The devices a bench runs on: the CPU, and the GPU when there is one. BENCH_DEVICES
+    (comma-separated, e.g. "cuda") narrows it, for a GPU machine whose CPU rows (and their CPU
+    peers) are not wanted."""
+    found = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    wanted = [d.strip() for d in os.environ.get("BENCH_DEVICES", "").split(",") if d.strip()]
+    return [d for d in found if d in wanted] if wanted else found
+
+
 def sync(device) -> None:
     if str(device).startswith("cuda"):
         torch.cuda.synchronize()
