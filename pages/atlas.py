@@ -97,7 +97,7 @@ part = atlas.summary[atlas.summary["kind"] == kind]
 n_layers, n_heads = int(part["layer"].max()) + 1, int(part["head"].max()) + 1
 
 
-tabs = st.tabs(["Dominant role", *(ROLE_LABELS[r] for r in ROLES)])
+tabs = st.tabs([_("Dominant role"), *(_(ROLE_LABELS[r]) for r in ROLES)])
 with tabs[0]:
     chart(role_map(atlas.summary, kind), key="atlas_map", name="atlas-roles",
           on_select=lambda: pick_clicked_head("atlas_map"))

@@ -92,8 +92,9 @@ def head_views() -> None:
     c_kind, c_layer, c_head, c_view = st.columns([2, 1, 1, 1])
     kind, layer, head, block = pick_head(trace, (c_kind, c_layer, c_head))
     if any(b.window_size for b in trace.layers(kind)):  # local and global layers (Mistral)
-        c_layer.caption(f"layer {layer}: " + (f"local (window {block.window_size})"
-                                              if block.window_size else "global"))
+        c_layer.caption(_("layer {layer}: ").format(layer=layer) + (_("local (window {window_size})").format(
+                                                  window_size=block.window_size)
+                                              if block.window_size else _("global")))
     if not block_has_scores(block) and st.session_state.view == "scores":  # this block kind
         st.session_state.view = "weights"
     c_view.radio(_("Show"), views, key="view", horizontal=True,
@@ -116,20 +117,21 @@ def head_views() -> None:
         heatmap = figure("heatmap", (block.name, head, view),
                          lambda: clickable_cells(block_heatmap(block, head, view=view)))
         clickable = clickable_chart(heatmap, "heatmap", f"{block.name}-head{head}", why.cell)
-        st.caption("Rows are queries (top to bottom), columns are keys (left to right). Each "
+        st.caption(_("Rows are queries (top to bottom), columns are keys (left to right). Each "
                    "row of weights sums to 1 over the keys it may attend to; blocked cells "
-                   "are 0." + ("" if long_block else " " + click_caption(clickable, n_q, n_k)))
+                   "are 0.") + ("" if long_block else " " + click_caption(clickable, n_q, n_k)))
         if long_block:
-            st.caption(f"{n_q:,} × {n_k:,} tokens: more than {EXACT_MAX_TOKENS:,}, so this "
-                       f"is the head pooled into block means (each cell the mean of the {view} "
-                       "in its query range × key range; grey where every cell is blocked). "
-                       "Zoom in below for full resolution. "
+            st.caption(_("{n_q:,} × {n_k:,} tokens: more than {EXACT_MAX_TOKENS:,}, so this is "
+                         "the head pooled into block means (each cell the mean of the {view} in "
+                         "its query range × key range; grey where every cell is blocked). Zoom "
+                         "in below for full resolution. ").format(
+                           n_q=n_q, n_k=n_k, EXACT_MAX_TOKENS=EXACT_MAX_TOKENS, view=view)
                        + click_caption(clickable, n_q, n_k, pooled=True))
             zoom_window(block, head, view, figure, why)
         why_this_cell(sel, block, head, why)  # "why does this head attend here?" (QK)
     with right:
         grid = figure("grid", (kind,), lambda: blocks_grid(
-            trace.layers(kind), title="All layers × heads — click one to open it"))
+            trace.layers(kind), title=_("All layers × heads — click one to open it")))
         chart(grid, key="grid", on_select=_grid_clicked, name=f"{kind}-grid")
     head_tabs(trace, figure, kind, block, head)
     block_downloads(sel, trace, block)

@@ -30,6 +30,7 @@ max_new_tokens = url_number(_("Max new tokens"), "max_len", 24, 1, 256, containe
 length_penalty = url_number(_("Length penalty"), "lp", 1.0, -2.0, 5.0, step=0.25, container=c3,
                             help=_("score = sum of log-probs / length ** penalty"))
 early = url_select(_("Early stopping"), "early", ["False", "True", "never"], container=c4,
+                   format_func=_,
                    help=_("As in Hugging Face generate: True stops once beam_size hypotheses "
                         "are finished; False stops when no live beam can still beat them."))
 prefix = state.widget_default("prefix", state.url_text("prefix", ""), typed=True)
@@ -59,7 +60,7 @@ if best.token_ids != g.token_ids:
     c2.caption(_("Beam search found a different output than greedy search."))
 
 node_key = "beam_tree"
-event = chart(beam_tree_figure(tree, title="Search tree: steps left to right — click a node"),
+event = chart(beam_tree_figure(tree, title=_("Search tree: steps left to right — click a node")),
               key=node_key, on_select="rerun", name="beam-tree")
 st.caption(_("● kept in the beam · ✕ pruned · ★ finished (EOS or max length); thick lines are "
            "the n-best paths."))
@@ -91,9 +92,10 @@ else:
         att = node.attention[layer]  # (head, key)
         keys = attention_key_labels(tree, node_id)
         chart(matrix_heatmap(att, [f"head {h}" for h in range(att.shape[0])], keys,
-                             title=f"{tree.attention_kind}-attention at step {node.step}, "
-                                   f"layer {layer}", y_title="head"),
+                             title=_("{attention_kind}-attention at step {step}, layer {layer}").format(
+                                       attention_kind=tree.attention_kind, step=node.step,
+                                       layer=layer), y_title=_("head")),
               key="beam_att", name=f"beam-node{node_id}-attention")
 
-download("Search tree (JSON)", tree.to_json, "beam_tree.json", "application/json", "dl_tree")
-download("n-best (CSV)", lambda: table.to_csv(index=False), "nbest.csv", "text/csv", "dl_nbest")
+download(_("Search tree (JSON)"), tree.to_json, "beam_tree.json", "application/json", "dl_tree")
+download(_("n-best (CSV)"), lambda: table.to_csv(index=False), "nbest.csv", "text/csv", "dl_nbest")

@@ -9,15 +9,15 @@ from attention_lab.ui.controls import pick_head
 from attention_lab.ui.page import selection, show_trace_messages
 from viz_core.analysis import block as vb
 from viz_core.figures.block import head_share_heatmap, ratio_figure, residual_figure, stream_heatmap
-from viz_core.i18n import _
+from viz_core.i18n import N_, _
 
 STREAM_LIMIT = 256 << 20  # bytes a stream capture may keep for this page
 
 PLACEMENTS = {
-    "post": "x ← Norm(x + f(x)): the norm after the residual add, as in the paper, BERT, BART",
-    "pre": "x ← x + f(Norm(x)): the norm before each sublayer, as in GPT-2, T5, Llama",
-    "pre+post": "x ← x + Norm₂(f(Norm₁(x))): a norm before and after each sublayer (Gemma 2/3)",
-    "output": "x ← x + Norm(f(x)): the norm on each sublayer's output (OLMo 2)",
+    "post": N_("x ← Norm(x + f(x)): the norm after the residual add, as in the paper, BERT, BART"),
+    "pre": N_("x ← x + f(Norm(x)): the norm before each sublayer, as in GPT-2, T5, Llama"),
+    "pre+post": N_("x ← x + Norm₂(f(Norm₁(x))): a norm before and after each sublayer (Gemma 2/3)"),
+    "output": N_("x ← x + Norm(f(x)): the norm on each sublayer's output (OLMo 2)"),
 }
 
 sel = selection()
@@ -45,7 +45,7 @@ if not trace.stream:
 kind, layer, head, block = pick_head(trace)
 st.subheader(_("From heads to the block's output"))
 steps = vb.shape_steps(block, info, trace)
-st.dataframe(pd.DataFrame(steps, columns=["step", "what happens", "shape [B, …]"]),
+st.dataframe(pd.DataFrame(steps, columns=[_("step"), _("what happens"), _("shape [B, …]")]),
              hide_index=True, width="stretch", height=35 * (len(steps) + 1) + 3)
 stack, layer_no, sub = block.name.split(".")
 points = trace.stream.get(f"{stack}.{layer_no}", {})
@@ -69,7 +69,7 @@ if w_o is not None and block.z is not None and sub in points:
 st.subheader(_("Residual stream, layer by layer"))
 placement = info.get("norm_placement", "post")
 st.markdown(_("**Norm placement: {placement}**, {get}. Norm: `{value}`.").format(
-                placement=placement, get=PLACEMENTS.get(placement, placement),
+                placement=placement, get=_(PLACEMENTS[placement]) if placement in PLACEMENTS else placement,
                 value=info.get('norm') or 'LayerNorm'))
 for stack_name in vb.stacks(trace):
     rows = vb.layer_rows(trace, stack_name, placement)

@@ -43,11 +43,11 @@ st.caption(_("Which connections between components carry the answer. Every earli
 suggestion = suggested_corruption(sel.model_name, sel.device, sel.text)
 follow_the_sidebar(sel, suggestion)
 p1, p2 = st.columns(2)
-clean = url_text_box(_("Clean text"), "circ_clean", "The input whose answer the circuit "
-                     "carries (faithfulness 1).", limit=state.MAX_TEXT_CHARS, area=True,
+clean = url_text_box(_("Clean text"), "circ_clean", _("The input whose answer the circuit "
+                     "carries (faithfulness 1)."), limit=state.MAX_TEXT_CHARS, area=True,
                      container=p1, default=sel.text)
-corrupted = url_text_box(_("Corrupted text"), "circ_corrupt", "The same number of tokens with "
-                         "something changed (faithfulness 0).", limit=state.MAX_TEXT_CHARS,
+corrupted = url_text_box(_("Corrupted text"), "circ_corrupt", _("The same number of tokens with "
+                         "something changed (faithfulness 0)."), limit=state.MAX_TEXT_CHARS,
                          area=True, container=p2, default=suggestion[0] if suggestion else "")
 method = url_select(_("Method"), "circ_method", METHODS, "eap", widget="radio", horizontal=True,
                     format_func=METHOD_LABELS.get,
@@ -63,11 +63,12 @@ if not clean.strip() or not corrupted.strip():
             "edges that carry the clean answer."))
     st.stop()
 
-with attempt("finding the circuit"):
+with attempt(_("finding the circuit")):
     result = None
     if method != "exact" or confirmed_exact(sel, clean, corrupted):
         request = edges_request(sel, clean, corrupted, method)
-        result = run_analysis(request, f"Scoring every edge ({METHOD_LABELS[method]})…")
+        result = run_analysis(request, _("Scoring every edge ({value})…").format(
+                                           value=METHOD_LABELS[method]))
     if result is not None:
         for w in result.warnings:
             st.warning(literal(w), icon="✂️")
@@ -83,8 +84,9 @@ with attempt("finding the circuit"):
         here = faithfulness_points(request, (top,))[0]
         graph, side = st.columns([3, 2])
         with graph:
-            fig = circuit_figure(edges, kept, title=f"Top {top} of {len(edges):,} edges "
-                                                    f"({METHOD_LABELS[method]})")
+            fig = circuit_figure(edges, kept, title=_("Top {top} of {n_edges:,} edges ({value})").format(
+                                                        top=top, n_edges=len(edges),
+                                                        value=METHOD_LABELS[method]))
             event = chart(fig, key=f"circuit_{method}_{top}", on_select="rerun",
                           name="circuit")
             open_clicked_head(event)
@@ -100,4 +102,4 @@ with attempt("finding the circuit"):
         head_picker(heads)
         st.dataframe(kept.round(4), hide_index=True, height=280, width="stretch",
                      key="circuit_edges")
-        download_csv("Edges (CSV)", edges, f"edges_{method}.csv", "dl_circuit_edges")
+        download_csv(_("Edges (CSV)"), edges, f"edges_{method}.csv", "dl_circuit_edges")

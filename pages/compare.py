@@ -15,12 +15,12 @@ from attention_lab.ui.runs import TraceRequest, get_model, get_trace
 from attention_lab.ui.sidebar import model_choices
 from viz_core import npz_bytes
 from viz_core.figures.heatmap import block_heatmap, matrix_heatmap
-from viz_core.i18n import _
+from viz_core.i18n import N_, _
 
 sel = selection()
 st.title(_("Compare"))
-modes = ["two inputs", "two models", "teacher and student"]
-mode = url_select(_("Compare"), "cmp_mode", modes, widget="radio", horizontal=True)
+modes = [N_("two inputs"), N_("two models"), N_("teacher and student")]
+mode = url_select(_("Compare"), "cmp_mode", modes, widget="radio", horizontal=True, format_func=_)
 if mode == "teacher and student":
     teacher_and_student(sel)
     st.stop()
@@ -70,7 +70,7 @@ if a.pattern.shape[1:] == b.pattern.shape[1:]:
                                 zip(a.query_tokens, b.query_tokens)],
                          [f"{x}|{y}" if x != y else x for x, y in
                           zip(a.key_tokens, b.key_tokens)],
-                         title="Difference (right − left)", value_name="Δ weight",
+                         title=_("Difference (right − left)"), value_name="Δ weight",
                          colorscale="RdBu", zmin=-lim, zmax=lim, zmid=0.0),
           key="cmp_diff", name="compare-diff")
 else:
@@ -78,6 +78,6 @@ else:
               "difference is not defined. Use inputs with the same number of tokens (e.g. swap "
               "one word) to see the difference.").format(
                 value=a.pattern.shape[1:], value2=b.pattern.shape[1:]))
-download("Both patterns (NPZ)", lambda: npz_bytes(
+download(_("Both patterns (NPZ)"), lambda: npz_bytes(
     {"left/pattern": a.pattern, "right/pattern": b.pattern, "left/mask": a.mask,
      "right/mask": b.mask}), "compare.npz", "application/octet-stream", "dl_compare")

@@ -50,17 +50,17 @@ threshold = threshold_slider(c_t)
 state.show_notices()
 
 graph, side = st.columns([3, 2])
-with graph, attempt("following the information flow"):
-    flow = run_analysis(flow_request(sel, position), "Following the information flow…")
+with graph, attempt(_("following the information flow")):
+    flow = run_analysis(flow_request(sel, position), _("Following the information flow…"))
     for w in flow.warnings:
         st.warning(w, icon="✂️")
     fig = flow_graph_figure(flow, threshold=threshold)
     event = chart(fig, key=f"flow_graph_{position}_{threshold:.2f}", on_select="rerun",
                   name="information-flow")
     open_clicked_edge(event, position)
-    st.caption(flow.note + " Edge width: weight; an MLP is a square on its row. Click the "
+    st.caption(flow.note + _(" Edge width: weight; an MLP is a square on its row. Click the "
                "middle of an orange attention edge to see why its head attends there (Which "
-               "heads matter).")
+               "heads matter)."))
     route = flow.routes(threshold)
     st.dataframe(route[ROUTE_COLUMNS].round(4), hide_index=True, height=280, width="stretch",
                  key="flow_routes")
@@ -68,9 +68,9 @@ with graph, attempt("following the information flow"):
                "of the edge; edge_weight: the whole edge's)."))
     d1, d2 = st.columns(2)
     with d1:
-        download_csv("Edges (CSV)", flow.edges, "information_flow_edges.csv", "dl_flow_edges")
+        download_csv(_("Edges (CSV)"), flow.edges, "information_flow_edges.csv", "dl_flow_edges")
     with d2:
-        download_csv("Routes (CSV)", route, "information_flow_routes.csv", "dl_flow_routes")
+        download_csv(_("Routes (CSV)"), route, "information_flow_routes.csv", "dl_flow_routes")
 
-with side, attempt("comparing raw attention, rollout and attention flow"):
+with side, attempt(_("comparing raw attention, rollout and attention flow")):
     show_attention_views(sel, trace, position)

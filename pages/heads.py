@@ -24,10 +24,10 @@ from attention_lab.ui.runs import (
 from viz_core.analysis.heads import kv_group_heads, kv_group_table, layer_to_layer_divergence
 from viz_core.figures.aggregates import head_similarity_figure
 from viz_core.figures.heatmap import matrix_heatmap
-from viz_core.i18n import _
+from viz_core.i18n import N_, _
 
 # families whose layers share one set of attention weights (the same module, called per layer)
-SHARED_WEIGHTS = {"albert": "ALBERT shares one layer's weights across all its layers"}
+SHARED_WEIGHTS = {"albert": N_("ALBERT shares one layer's weights across all its layers")}
 
 
 def _span(heads: list[int]) -> str:
@@ -62,7 +62,7 @@ st.dataframe(stats.round(4), key="stats_table", on_select=_row_clicked,
              selection_mode="single-row", hide_index=True, width="stretch", height=320)
 if st.session_state.pop("_goto_attention", False):
     st.switch_page("pages/attention.py")
-download("Statistics (CSV)", lambda: stats.to_csv(index=False), "head_stats.csv", "text/csv",
+download(_("Statistics (CSV)"), lambda: stats.to_csv(index=False), "head_stats.csv", "text/csv",
          "dl_head_stats")
 
 block_kinds = trace.kinds()
@@ -80,7 +80,7 @@ def similarity() -> None:
     state.show_notices()
     matrix, labels, order = head_similarity(request, kind)
     chart(cached_figure(request, "similarity", (kind,), lambda: head_similarity_figure(
-        matrix, labels, order=order, title="Jensen–Shannon divergence between heads (0 = same)")),
+        matrix, labels, order=order, title=_("Jensen–Shannon divergence between heads (0 = same)"))),
         key="sim_fig", name=f"{kind}-similarity")
 
     st.subheader(_("From one layer to the next"))
@@ -92,7 +92,7 @@ def similarity() -> None:
         if family in SHARED_WEIGHTS:
             st.info(_("**Shared weights.** {value}: every layer applies the same W_Q, W_K, W_V "
                       "to a different input, so low values here mean the input barely changed "
-                      "from one layer to the next.").format(value=SHARED_WEIGHTS[family]))
+                      "from one layer to the next.").format(value=_(SHARED_WEIGHTS[family])))
         chart(cached_figure(request, "layer-to-layer", (kind,), lambda: _layer_steps(kind)),
               key="layer_step_fig", name=f"{kind}-layer-to-layer")
 
@@ -100,11 +100,12 @@ def similarity() -> None:
     if first.kv_heads < first.n_heads:
         st.subheader(_("Key/value groups (grouped-query attention)"))
         groups = kv_group_heads(first.kv_group)
-        st.caption(f"{first.n_heads} query heads read {first.kv_heads} key/value heads: "
-                   + "; ".join(f"kv {g}: heads {_span(hs)}" for g, hs in groups.items())
-                   + ". Heads of one group see the same keys; are their patterns closer to "
-                   "each other than to the other groups' heads? (mean Jensen–Shannon "
-                   "divergence, 0 = same)")
+        st.caption(_("{n_heads} query heads read {kv_heads} key/value heads: {groups}. Heads of "
+                     "one group see the same keys; are their patterns closer to each other than "
+                     "to the other groups' heads? (mean Jensen–Shannon divergence, 0 = same)"
+                     ).format(n_heads=first.n_heads, kv_heads=first.kv_heads, groups="; ".join(
+                         _("kv {g}: heads {span}").format(g=g, span=_span(hs))
+                         for g, hs in groups.items())))
         st.dataframe(kv_group_table(trace, kind).round(4), hide_index=True,
                      key="kv_group_table")
 
@@ -116,10 +117,10 @@ def _layer_steps(kind: str):
     with_mean = np.concatenate([div, div.mean(axis=1, keepdims=True)], axis=1)
     steps = [f"L{b.layer}→L{b.layer + 1}" for b in layers[:-1]]
     return matrix_heatmap(with_mean, steps, [f"head {h}" for h in range(n_heads)] + ["mean"],
-                          title="Jensen–Shannon divergence of each head's pattern from one "
-                                "layer to the next (0 = same, ln 2 ≈ 0.69 = disjoint)",
-                          value_name="JS (nats)", colorscale="Viridis", zmin=0.0,
-                          zmax=float(np.log(2)), x_title="head", y_title="layer step")
+                          title=_("Jensen–Shannon divergence of each head's pattern from one "
+                                "layer to the next (0 = same, ln 2 ≈ 0.69 = disjoint)"),
+                          value_name=_("JS (nats)"), colorscale="Viridis", zmin=0.0,
+                          zmax=float(np.log(2)), x_title=_("head"), y_title=_("layer step"))
 
 
 @fragment
@@ -188,8 +189,9 @@ def ablated_views(chosen: list[str]) -> None:
         return
     diff = (b.pattern - a.pattern).mean(axis=0)
     lim = float(np.abs(diff).max()) or 1.0
-    chart(matrix_heatmap(diff, a.query_tokens, a.key_tokens, title=f"{name}: change of "
-                         "the mean weight over heads (ablated − original)",
+    chart(matrix_heatmap(diff, a.query_tokens, a.key_tokens, title=_("{name}: change of the mean "
+                                                                     "weight over heads (ablated "
+                                                                     "− original)").format(name=name),
                          value_name="Δ weight", colorscale="RdBu", zmin=-lim, zmax=lim,
                          zmid=0.0), key="ablate_diff", name=f"{name}-ablation-diff")
 

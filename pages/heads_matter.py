@@ -33,11 +33,11 @@ st.caption(_("Attention weights say where a head looks, not whether it matters. 
 explained = what_to_explain(sel)  # the position, token and contrast token
 
 lazy_tabs({  # URL value: (label, the tab); a new tab is its module and one line here
-    "attribution": ("Logit attribution", partial(attribution_tab, sel, explained)),
-    "lens": ("Logit lens", partial(lens_tab, sel)),
-    "patching": ("Patching", partial(patching_tab, sel, explained)),
-    "composition": ("Composition", partial(composition_tab, sel)),
-    "search": ("Head search", partial(search_tab, sel)),
-    "qk": ("Why this score?", partial(qk_tab, sel)),
-    "entropy": ("Head entropy", partial(entropy_tab, sel)),
+    "attribution": (_("Logit attribution"), partial(attribution_tab, sel, explained)),
+    "lens": (_("Logit lens"), partial(lens_tab, sel)),
+    "patching": (_("Patching"), partial(patching_tab, sel, explained)),
+    "composition": (_("Composition"), partial(composition_tab, sel)),
+    "search": (_("Head search"), partial(search_tab, sel)),
+    "qk": (_("Why this score?"), partial(qk_tab, sel)),
+    "entropy": (_("Head entropy"), partial(entropy_tab, sel)),
 })

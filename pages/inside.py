@@ -17,7 +17,7 @@ from viz_core.figures.scoring import (
     saturation_figure,
     scoring_comparison_figure,
 )
-from viz_core.i18n import _
+from viz_core.i18n import N_, _
 from viz_core.lessons import scoring
 
 sel = selection()
@@ -57,27 +57,27 @@ if block.kv_heads < block.n_heads:
                    head=head, value=block.kv_group[head], join=', '.join(map(str, mates))))
 figs = block_inside_head(block, head, qi)
 explain = {
-    "q": "The query vector of this token: its embedding times W_Q, this head's slice.",
-    "k": "The key vector of every token it may look at.",
-    "products": "q ⊙ k_j elementwise; each row sums to the dot product q·k_j.",
-    "raw": "The dot products q·k_j: how well each key matches the query.",
-    "scaled": "Divided by √d_k so the scores do not grow with the head width.",
-    "softcap": "The cap: each score before (x) and after (y) c·tanh(s/c). Small scores pass "
-               "almost unchanged; large ones flatten towards ±c.",
-    "masked": "Blocked keys (padding, or future tokens in a decoder) are set to −∞.",
-    "weights": "Softmax turns the scores into weights that sum to 1; −∞ becomes exactly 0.",
-    "weighted_v": "Each value vector v_j scaled by its weight.",
-    "z": "Their sum is this head's output for this token (before W_O mixes the heads).",
+    "q": N_("The query vector of this token: its embedding times W_Q, this head's slice."),
+    "k": N_("The key vector of every token it may look at."),
+    "products": N_("q ⊙ k_j elementwise; each row sums to the dot product q·k_j."),
+    "raw": N_("The dot products q·k_j: how well each key matches the query."),
+    "scaled": N_("Divided by √d_k so the scores do not grow with the head width."),
+    "softcap": N_("The cap: each score before (x) and after (y) c·tanh(s/c). Small scores pass "
+               "almost unchanged; large ones flatten towards ±c."),
+    "masked": N_("Blocked keys (padding, or future tokens in a decoder) are set to −∞."),
+    "weights": N_("Softmax turns the scores into weights that sum to 1; −∞ becomes exactly 0."),
+    "weighted_v": N_("Each value vector v_j scaled by its weight."),
+    "z": N_("Their sum is this head's output for this token (before W_O mixes the heads)."),
 }
 for name, fig in figs.items():
     text_col, fig_col = st.columns([1, 4], vertical_alignment="center")
-    text_col.caption(explain.get(name, ""))
+    text_col.caption(_(explain[name]) if name in explain else "")
     with fig_col:
         chart(fig, key=f"inside_{name}", name=f"{block.name}-h{head}-q{qi}-{name}")
 
 steps = head_internals(block.q[head], block.k[head], block.v[head], block.mask, qi,
                        softcap=cap, scaling=getattr(block, "scaling", None))
-download("These numbers (NPZ)", lambda: npz_bytes(steps), f"{block.name}-h{head}-q{qi}.npz",
+download(_("These numbers (NPZ)"), lambda: npz_bytes(steps), f"{block.name}-h{head}-q{qi}.npz",
          "application/octet-stream", "dl_inside")
 
 

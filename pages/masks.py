@@ -47,7 +47,7 @@ kind = "decoder.self" if "decoder.self" in traces[0].kinds() else traces[0].kind
 firsts = [t.layers(kind)[0] for t in traces]
 chart(batch_masks_figure([b.mask for b in firsts], [b.query_tokens for b in firsts],
                          [b.key_tokens for b in firsts],
-                         title=f"{kind} masks of the padded batch"),
+                         title=_("{kind} masks of the padded batch").format(kind=kind)),
       key="mask_batch_fig", name="padding-batch")
 
 choice = url_select(_("Sentence"), "mask_sentence", range(len(sentences)),
@@ -67,7 +67,8 @@ if block.scores is None:
     st.info(_("This model family does not expose pre-softmax scores; only the masks are shown."))
 else:
     chart(masking_steps_figure(block.scores[head], block.mask, block.query_tokens,
-                               block.key_tokens, title=f"{name} · head {head}"),
+                               block.key_tokens, title=_("{name} · head {head}").format(
+                                                           name=name, head=head)),
           key="mask_steps", name=f"masking-{name}-h{head}")
 if "decoder.self" in trace.kinds():
     st.subheader(_("This model's masks per layer"))
@@ -85,6 +86,6 @@ if "decoder.self" in trace.kinds():
                              max_tokens=PER_LAYER_TOKENS),
           key="mask_layers", name="masks-per-layer")
 
-download("Masks and scores (NPZ)", lambda: npz_bytes(
+download(_("Masks and scores (NPZ)"), lambda: npz_bytes(
     {f"sentence{i}/{n}/mask": t[n].mask for i, t in enumerate(traces) for n in t.blocks}),
     "masks.npz", "application/octet-stream", "dl_masks")

@@ -13,7 +13,7 @@ from viz_core.figures.embeddings import (
     embedding_rows_figure,
     segment_heatmap,
 )
-from viz_core.i18n import _
+from viz_core.i18n import N_, _
 from viz_core.lessons.embeddings import parts_rows
 
 sel = selection()
@@ -27,7 +27,7 @@ st.markdown(_("BERT reads one sequence `[CLS] A [SEP] B [SEP]`. Every token's in
             "B) and its **position** embedding; LayerNorm of that sum enters layer 0."))
 
 shown = state.widget_default("pair", state.url_text("pair", ""), typed=True)
-state.clean_state("pair", "second sentence")
+state.clean_state("pair", N_("second sentence"))
 st.text_input(_("Second sentence (segment B)"), shown, key="pair",
               placeholder=_("optional: e.g. It was very tired."),
               help=_("Leave empty for a single sentence."))
@@ -47,7 +47,7 @@ block = layers[layer]
 segments = parts.segments if len(parts.segments) == len(block.key_tokens) else \
     [0] * len(block.key_tokens)
 chart(segment_heatmap(block.pattern[head], block.key_tokens, segments,
-                      title=f"{block.name} · head {head}"), key="pair_heatmap",
+                      title=_("{name} · head {head}").format(name=block.name, head=head)), key="pair_heatmap",
       name=f"pair-{block.name}-h{head}")
 
 st.subheader(_("The input embedding, split"))

@@ -27,8 +27,8 @@ st.title(_("Positional encoding"))
 st.latex(r"PE_{(pos,\,2i)} = \sin\!\left(\frac{pos}{10000^{2i/d_{model}}}\right),\qquad "
          r"PE_{(pos,\,2i+1)} = \cos\!\left(\frac{pos}{10000^{2i/d_{model}}}\right)")
 
-tab_model, tab_formula, tab_compare = st.tabs(["This model's encoding", "Formula explorer",
-                                               "Sinusoidal vs rotary"])
+tab_model, tab_formula, tab_compare = st.tabs([_("This model's encoding"), _("Formula explorer"),
+                                               _("Sinusoidal vs rotary")])
 with tab_model:
     trace = sel.trace()
     show_trace_messages(trace)
@@ -36,7 +36,8 @@ with tab_model:
     if specs:
         show_rope(specs)
     elif trace.positional is None:
-        st.info(trace.positional_note or "This model adds no absolute positional encoding.")
+        st.info(_(trace.positional_note) if trace.positional_note else
+                _("This model adds no absolute positional encoding."))
     else:
         full, source = whole_table(sel.model, trace.positional)
         if full is None:
@@ -78,13 +79,13 @@ with tab_model:
                   key="pe_model_curves", name="pe-curves")
         c1, c2 = st.columns(2)
         with c1:
-            chart(positional_heatmap(table, title="position × dimension", start=lo),
+            chart(positional_heatmap(table, title=_("position × dimension"), start=lo),
                   key="pe_model_map", name="pe-heatmap")
         with c2:
-            chart(similarity_figure(table, title="PE(p) · PE(q)", start=lo),
+            chart(similarity_figure(table, title=_("PE(p) · PE(q)"), start=lo),
                   key="pe_model_sim", name="pe-similarity")
         chart(wavelength_figure(full), key="pe_model_wave", name="pe-wavelengths")
-        download("This encoding (NPZ)", lambda: npz_bytes({"positional": full}),
+        download(_("This encoding (NPZ)"), lambda: npz_bytes({"positional": full}),
                  "positional.npz", "application/octet-stream", "dl_pe_model")
 
 with tab_formula:
@@ -101,13 +102,13 @@ with tab_formula:
               name="sinusoid-curves")
     c1, c2 = st.columns(2)
     with c1:
-        chart(positional_heatmap(table, title="position × dimension"), key="pe_map",
+        chart(positional_heatmap(table, title=_("position × dimension")), key="pe_map",
               name="sinusoid-heatmap")
     with c2:
-        chart(similarity_figure(table, title="PE(p) · PE(q): depends only on p − q"),
+        chart(similarity_figure(table, title=_("PE(p) · PE(q): depends only on p − q")),
               key="pe_sim", name="sinusoid-similarity")
     chart(wavelength_figure(d_model=d_model), key="pe_wave", name="sinusoid-wavelengths")
-    download("This table (NPZ)", lambda: npz_bytes({"positional": table}),
+    download(_("This table (NPZ)"), lambda: npz_bytes({"positional": table}),
              f"sinusoidal_{length}x{d_model}.npz", "application/octet-stream", "dl_pe_formula")
     st.caption(_("Dimension pair i has wavelength 2π·10000^(2i/d_model): from 2π up to "
                "10000·2π. Each PE(p+k) is a fixed rotation of PE(p), which lets attention "
@@ -128,7 +129,7 @@ with tab_compare:
         if pe is None:  # the sinusoidal table of the paper has base 10000; same formula
             angle = np.arange(n_cmp)[:, None] * theta[None]
             pe = np.stack([np.sin(angle), np.cos(angle)], -1).reshape(n_cmp, -1)
-        chart(similarity_figure(pe, title="PE(p) · PE(q)"), key="cmp_sin", name="cmp-sin")
+        chart(similarity_figure(pe, title=_("PE(p) · PE(q)")), key="cmp_sin", name="cmp-sin")
     with c2:
         st.markdown(_("**Rotary (RoFormer)**: q and k turned in every attention"))
         ones = np.ones(d_cmp)

@@ -5,15 +5,15 @@ import streamlit as st
 from attention_lab.ui import state
 from attention_lab.ui.charts import chart
 from attention_lab.ui.controls import url_number, url_select
-from attention_lab.ui.errors import literal
+from attention_lab.ui.errors import literal, translated
 from attention_lab.ui.page import selection, show_trace_messages
 from viz_core.figures.pretraining import objective_figure, objective_rows
-from viz_core.i18n import _
+from viz_core.i18n import N_, _
 from viz_core.lessons import pretraining as pt
 
-SCHEMES = ["BERT masked LM", "RoBERTa dynamic masking", "Whole-word masking",
-           "ERNIE entity/phrase masking", "GPT", "UniLM", "XLNet", "MASS",
-           "T5 span corruption", "BART noising"]
+SCHEMES = [N_("BERT masked LM"), N_("RoBERTa dynamic masking"), N_("Whole-word masking"),
+           N_("ERNIE entity/phrase masking"), "GPT", "UniLM", "XLNet", "MASS",
+           N_("T5 span corruption"), N_("BART noising")]
 
 sel = selection()
 st.title(_("Pretraining objectives"))
@@ -38,7 +38,7 @@ if total > len(tokens):
                    total=total, n_tokens=len(tokens)))
 
 c1, c2 = st.columns([3, 1])
-scheme = url_select(_("Objective"), "pt_scheme", SCHEMES, container=c1)
+scheme = url_select(_("Objective"), "pt_scheme", SCHEMES, container=c1, format_func=_)
 seed = url_number(_("Seed"), "pt_seed", 0, 0, 9999, container=c2,
                   help=_("The random draw (positions, spans, orders) comes from this seed."))
 n = len(tokens)
@@ -57,9 +57,9 @@ elif scheme == "ERNIE entity/phrase masking":
     st.caption(_("Entities here are runs of capitalised words and phrases are pairs of other "
                "words (a simple rule; ERNIE uses a tagger and a chunker)."))
     objectives = [pt.span_mlm(tokens, pt.phrase_spans(tokens), seed, vocab=vocab,
-                              name="ERNIE entity/phrase masking",
-                              teaches="Hide whole entities and phrases so the model must "
-                                      "know them, not spell them out from their parts.")]
+                              name=N_("ERNIE entity/phrase masking"),
+                              teaches=N_("Hide whole entities and phrases so the model must "
+                                         "know them, not spell them out from their parts."))]
 elif scheme == "GPT":
     objectives = [pt.gpt(tokens)]
 elif scheme == "UniLM":
@@ -78,7 +78,7 @@ elif scheme == "XLNet":
         order = pt.parse_order(raw, n)
     except ValueError as err:
         st.warning(_("Order not used: {err}. Showing the seed's order {default}.").format(
-                       err=literal(err), default=literal(default)))
+                       err=literal(translated(err)), default=literal(default)))
         order = pt.random_order(n, seed)
     state.to_url(pt_order=raw)
     objectives = [pt.xlnet(tokens, order)]
@@ -94,7 +94,7 @@ else:
 state.show_notices()
 
 for i, obj in enumerate(objectives):
-    st.subheader(obj.name)
-    st.caption(obj.teaches)
+    st.subheader(_(obj.name))
+    st.caption(_(obj.teaches))
     st.dataframe(objective_rows(obj, tokens), hide_index=True, width="stretch")
     chart(objective_figure(obj), key=f"pt_fig_{i}", name=f"pretraining-{scheme}-{i}")

@@ -6,6 +6,7 @@ import streamlit as st
 from attention_lab.ui import state
 from attention_lab.ui.charts import chart
 from attention_lab.ui.controls import url_number, url_select
+from attention_lab.ui.errors import translated
 from attention_lab.ui.page import selection
 from attention_lab.ui.runs import TraceRequest, get_trace
 from viz_core.errors import InputError
@@ -20,8 +21,8 @@ sel = selection()
 st.title(_("Relative positions"))
 st.markdown(_("Absolute encodings add a position vector to each token. Relative schemes "
             "instead change the **attention score** by the distance between query and key."))
-tab_t5, tab_xl, tab_order = st.tabs(["T5 relative bias", "Transformer-XL's four terms (toy)",
-                                     "Order blindness"])
+tab_t5, tab_xl, tab_order = st.tabs([_("T5 relative bias"), _("Transformer-XL's four terms (toy)"),
+                                     _("Order blindness")])
 
 with tab_t5:
     hf = getattr(sel.model, "hf_model", None)
@@ -45,7 +46,8 @@ with tab_t5:
                      "everything beyond max distance shares the last.").format(
                        value=bias.weight.shape[0], max_distance=bias.max_distance))
         table = rp.t5_bias(bias.weight, n, n, bias.bidirectional, bias.max_distance)
-        chart(bias_heatmap(table[head], f"{stack} bias, head {head}: depends on k − q only"),
+        chart(bias_heatmap(table[head], _("{stack} bias, head {head}: depends on k − q only").format(
+            stack=stack, head=head)),
               key="rel_t5_map", name=f"t5-bias-{stack}-h{head}")
         dist, buckets, by_dist = rp.bias_by_distance(
             bias.weight, bias.max_distance + 8, bias.bidirectional, bias.max_distance)
@@ -83,7 +85,7 @@ with tab_order:
         n = model.count_tokens(sel.text)
     except InputError as err:
         n = 0
-        st.warning(str(err))
+        st.warning(translated(err))
     if n < 2:
         st.warning(_("Type at least two tokens in the sidebar to shuffle them."))
         st.stop()
@@ -110,9 +112,9 @@ with tab_order:
                                                             **opts)) for p in (None, order))
             except InputError as err:
                 if pos:
-                    st.error(str(err))
+                    st.error(translated(err))
                     st.stop()
-                off_note = str(err)
+                off_note = translated(err)
     base, shuffled = runs[True]
     layers = [b.name for b in base.layers(kind)]
     diffs = {pos: [float(vo.head_differences(o[n_].pattern, s_[n_].pattern,
@@ -145,10 +147,11 @@ with tab_order:
             continue
         o, s_ = runs[pos]
         back = vo.unshuffle(s_[layers[layer]].pattern[head], s_.source_order)
-        word = "on" if pos else "off"
+        word, shown = ("on", _("on")) if pos else ("off", _("off"))
         with col:
             chart(restored_heatmap(o[layers[layer]].pattern[head], tokens,
-                                   f"positions {word}: original"),
+                                   _("positions {word}: original").format(word=shown)),
                   key=f"order_orig_{word}", name=f"order-{word}-original")
-            chart(restored_heatmap(back, tokens, f"positions {word}: shuffled, put back"),
+            chart(restored_heatmap(back, tokens,
+                                   _("positions {word}: shuffled, put back").format(word=shown)),
                   key=f"order_back_{word}", name=f"order-{word}-restored")

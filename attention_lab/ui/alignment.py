@@ -31,7 +31,8 @@ def show_alignment(sel, trace, block, head: int, key: str = "alignment") -> None
     n_q, n_k = len(block.query_tokens), len(block.key_tokens)
     gold = gold if gold is not None and fits(gold, n_q, n_k) else None
     chart(alignment_figure(block.pattern[head], block.query_tokens, block.key_tokens, gold,
-                           title=f"{block.name} · head {head}: argmax source per target"),
+                           title=_("{name} · head {head}: argmax source per target").format(
+                                     name=block.name, head=head)),
           key=key, name=f"alignment-{block.name}-h{head}")
     if gold is None:
         st.caption(_("○ = the source token each target row attends to most. No reference "
@@ -52,5 +53,7 @@ def show_alignment(sel, trace, block, head: int, key: str = "alignment") -> None
     cross = trace.layers("decoder.cross")
     if len(cross) > 1 and all(fits(gold, *b.shape[1:]) for b in cross):
         top = alignment_scores(trace, gold).head(TOP_HEADS)
-        st.caption("Best heads over all cross-attention layers: " + ", ".join(
-            f"layer {r.layer} head {r.head} ({r.score:.2f})" for r in top.itertuples()))
+        st.caption(_("Best heads over all cross-attention layers: {heads}").format(heads=", ".join(
+            _("layer {layer} head {head} ({score:.2f})").format(layer=r.layer, head=r.head,
+                                                                score=r.score)
+            for r in top.itertuples())))

@@ -79,7 +79,7 @@ def _rollout(trace, figure, kind: str, is_open: bool) -> None:
                    "+ 0.5·I for the residual stream, multiplied from the first layer up."))
         chart(figure("rollout", (rk,), lambda: rollout_figure(
             trace.stack(rk), blocks[0].query_tokens,
-            title=f"{rk}: rollout through {len(blocks)} layers")),
+            title=_("{rk}: rollout through {n_blocks} layers").format(rk=rk, n_blocks=len(blocks)))),
             key="rollout", name=f"{rk}-rollout")
 
 
@@ -97,13 +97,13 @@ def block_downloads(sel, trace, block) -> None:
         return
     d1, d2, d3 = st.columns(3)
     with d1:
-        download("This block (JSON)", lambda: trace_json(trace, [block.name]),
+        download(_("This block (JSON)"), lambda: trace_json(trace, [block.name]),
                  f"{block.name}.json", "application/json", "dl_block")
     with d2:
         # built on click, from a trace with every hook point (q, k, v, z too)
-        download("Whole trace (NPZ)", lambda: trace_npz(full_trace(sel)), "trace.npz",
+        download(_("Whole trace (NPZ)"), lambda: trace_npz(full_trace(sel)), "trace.npz",
                  "application/octet-stream", "dl_npz")
     with d3:
-        download("Head statistics (CSV)",
+        download(_("Head statistics (CSV)"),
                  lambda: analysis.head_stats(trace).to_csv(index=False),
                  "head_stats.csv", "text/csv", "dl_stats")

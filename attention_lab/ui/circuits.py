@@ -16,6 +16,7 @@ from viz_core.figures.circuit import HEAD
 from viz_core.i18n import _
 
 from . import state
+from .errors import translated
 from .runs import AnalysisRequest, model_slot, model_spinner, run_analysis
 
 METHODS = ["eap", "eap-ig", "exact"]
@@ -51,14 +52,14 @@ def refusal(sel) -> str | None:
     try:
         run_analysis(edges_request(sel, "", "", "eap"))
     except vc.VizError as err:
-        return str(err)
+        return translated(err)
     return None
 
 
 def exact_passes(sel, clean: str, corrupted: str) -> int:
     """Forward passes exact patching takes: one patched run per edge, plus the clean and the
     corrupted runs (the edge count comes from the cheap EAP run, cached)."""
-    eap = run_analysis(edges_request(sel, clean, corrupted, "eap"), "Counting the edges…")
+    eap = run_analysis(edges_request(sel, clean, corrupted, "eap"), _("Counting the edges…"))
     return len(eap.edges) + 2
 
 
@@ -104,7 +105,7 @@ def curve_counts(n_edges: int) -> tuple[int, ...]:
 def faithfulness_points(request: AnalysisRequest, counts: tuple[int, ...]) -> list[float]:
     """Faithfulness of the top ``counts`` edges (one batched run), cached per request."""
     result = run_analysis(request)
-    with model_spinner("Measuring faithfulness…"), model_slot():
+    with model_spinner(_("Measuring faithfulness…")), model_slot():
         return [float(v) for v in
                 result.faithfulness_curve([result.circuit(top=int(n)) for n in counts])]
 

@@ -19,10 +19,10 @@ import numpy as np
 import streamlit as st
 
 import viz_core as vc
-from viz_core.i18n import _
+from viz_core.i18n import N_, _
 
 from .charts import chart, download
-from .errors import literal, log
+from .errors import literal, log, translated
 from .runs import AnalysisRequest, TraceRequest, get_model, get_trace, run_analysis
 
 CACHE = 16
@@ -39,7 +39,7 @@ class SearchRequest:
     key: int = 0
 
 
-PATCHING_HINT = " The **Patching** tab works for this model."
+PATCHING_HINT = N_(" The **Patching** tab works for this model.")
 
 
 @contextmanager
@@ -50,11 +50,11 @@ def attempt(what: str, patching_hint: str = PATCHING_HINT):
     try:
         yield
     except vc.errors.DecompositionError as err:  # not a failure: this model has no such sum
-        st.info(literal(err) + patching_hint, icon="ℹ️")
+        st.info(literal(translated(err)) + _(patching_hint), icon="ℹ️")
     except vc.VizError as err:
         if err.__cause__ is not None:
             log.warning("%s failed: %s", what, err, exc_info=err)
-        st.error(literal(err), icon="⚠️")
+        st.error(literal(translated(err)), icon="⚠️")
     except Exception as err:  # noqa: BLE001 - the user sees a message, the log the details
         log.exception("%s failed", what)
         st.error(_("Something went wrong while {what} ({name}). Try another input or setting; "
@@ -127,8 +127,8 @@ def show_qk(request: AnalysisRequest, key: str, query_label: str, key_label: str
 
     cell = request.options()
     block, head = cell["block"], cell["head"]
-    with attempt("splitting the score", patching_hint):
-        qk = run_analysis(request, "Splitting the score into components…")
+    with attempt(_("splitting the score"), patching_hint):
+        qk = run_analysis(request, _("Splitting the score into components…"))
         total = float(np.sum(qk.frame["contribution"]))
         st.markdown(_("Score **{score:.4f}** (before the softmax) of head {head} in {block}, "
                       "query {query_label} → key {key_label}; the {n_frame} terms add up to "
@@ -143,12 +143,12 @@ def show_qk(request: AnalysisRequest, key: str, query_label: str, key_label: str
                    "head, an MLP, a bias) through the block's norm (its scale frozen at this "
                    "run's value) and W_Q, dotted with one component of the key's stream "
                    "through W_K, times the scaling."))
-        download("QK terms (CSV)", lambda: qk.frame.to_csv(index=False),
+        download(_("QK terms (CSV)"), lambda: qk.frame.to_csv(index=False),
                  f"qk_{block}_h{head}.csv", "text/csv", f"dl_{key}")
 
 
-ATTENTION_PAGE_HINT = (" In this app: the **Patching** tab of the **Which heads matter** "
-                       "page.")
+ATTENTION_PAGE_HINT = N_(" In this app: the **Patching** tab of the **Which heads matter** "
+                         "page.")
 
 
 @dataclass(frozen=True)

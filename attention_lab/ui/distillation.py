@@ -150,17 +150,18 @@ def teacher_and_student(sel) -> None:
     label = vc.distillation.MEASURE_LABELS[measure]
     chart(layer_map_figure(
         result.matrix(measure), result.mapping, measure=label, teacher=teacher,
-        student=student, title=f"{label}, {result.n_texts} text(s): student × teacher layers"),
+        student=student, title=_("{label}, {n_texts} text(s): student × teacher layers").format(
+                                   label=label, n_texts=result.n_texts)),
         key="dist_map_chart", name="teacher-student-layers")
     st.markdown(_("**Losses of the mapped pairs** (lower is closer)"))
     shown = result.mapped.drop(columns="mapped")
     st.dataframe(shown, hide_index=True, width="stretch")
     d1, d2 = st.columns(2)
     with d1:
-        download_csv("Every pair (CSV)", result.pairs, "teacher-student-pairs.csv",
+        download_csv(_("Every pair (CSV)"), result.pairs, "teacher-student-pairs.csv",
                      "dl_dist_pairs")
     with d2:
-        download("Summary (JSON)", lambda: json.dumps(_summary(result), indent=2),
+        download(_("Summary (JSON)"), lambda: json.dumps(_summary(result), indent=2),
                  "teacher-student.json", "application/json", "dl_dist_json")
     _pair_view(sel, teacher, student, result)
 
@@ -195,15 +196,17 @@ def _pair_view(sel, teacher: str, student: str, result) -> None:
                                      None if head == "mean" else int(head))
     s, t = pair
     chart(pair_maps_figure(
-        tokens, t_map, s_map, teacher_label=f"teacher {teacher} · layer {t}",
-        student_label=f"student {student} · layer {s}",
-        title="Attention of the pair (" + ("head mean" if head == "mean" else f"head {head}")
-              + ") and the difference"), key="dist_pair_chart", name="teacher-student-pair")
+        tokens, t_map, s_map,
+        teacher_label=_("teacher {name} · layer {layer}").format(name=teacher, layer=t),
+        student_label=_("student {name} · layer {layer}").format(name=student, layer=s),
+        title=_("Attention of the pair ({heads}) and the difference").format(
+            heads=_("head mean") if head == "mean" else _("head {head}").format(head=head))),
+        key="dist_pair_chart", name="teacher-student-pair")
     kl = vc.distillation.kl_rows(t_map[None], s_map[None]).mean()
     st.caption(_("On this input: KL(teacher ‖ student) = {kl:.4f} nats a query position, largest "
                  "|difference| = {float:.3f}.").format(
                    kl=kl, float=float(np.abs(s_map - t_map).max())))
-    download("The two maps (NPZ)", lambda: _npz(tokens, t_map, s_map), "teacher-student-pair.npz",
+    download(_("The two maps (NPZ)"), lambda: _npz(tokens, t_map, s_map), "teacher-student-pair.npz",
              "application/octet-stream", "dl_dist_pair")
 
 

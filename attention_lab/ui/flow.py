@@ -67,7 +67,7 @@ def show_attention_views(sel, trace, position: int) -> None:
         return
     flow = run_analysis(AnalysisRequest.of(
         sel, "attention_flow", text=sel.text, target=sel.target or None, kind=kind,
-        outputs=(int(position),)), "Computing attention flow…")
+        outputs=(int(position),)), _("Computing attention flow…"))
     raw = patterns[-1].mean(axis=0)
     fig = attention_views_figure(tokens, raw, rollout(patterns), flow, int(position))
     chart(fig, key=f"flow_views_{kind}_{position}", name="attention-flow")

@@ -43,12 +43,14 @@ def show_rope(specs) -> None:
     scaling = "none" if not spec.scaled else f"{spec.rope_type} " + ", ".join(
         f"{k} = {v}" for k, v in sorted(spec.parameters.items()) if v is not None)
     st.caption(
-        f"Rotary position embeddings: nothing is added to the embeddings; every "
-        f"self-attention turns q and k by their positions. base = {spec.base:g}, "
-        f"d = {spec.dim} rotated dimensions of {spec.head_dim} per head "
-        f"({spec.pairs} pairs, paired (i, i + d/2)), scaling: {scaling}"
-        + (f", cos/sin × {spec.attention_factor:.4g}" if spec.attention_factor != 1 else "")
-        + f". Read from {spec.source}.")
+        _("Rotary position embeddings: nothing is added to the embeddings; every self-attention "
+          "turns q and k by their positions. base = {base:g}, d = {dim} rotated dimensions of "
+          "{head_dim} per head ({pairs} pairs, paired (i, i + d/2)), scaling: {scaling}").format(
+            base=spec.base, dim=spec.dim, head_dim=spec.head_dim, pairs=spec.pairs,
+            scaling=scaling)
+        + (_(", cos/sin × {attention_factor:.4g}").format(attention_factor=spec.attention_factor)
+           if spec.attention_factor != 1 else "")
+        + _(". Read from {source}.").format(source=spec.source))
     chart(frequency_figure(spec), key="rope_freq", name="rope-frequencies")
     longest = spec.max_positions or 4096
     c1, c2 = st.columns(2)
@@ -77,8 +79,8 @@ def show_rope(specs) -> None:
     rng = np.random.default_rng(0)
     q, k = rng.standard_normal(spec.dim), rng.standard_normal(spec.dim)
     chart(rotary_score_figure(rotary_scores(q, k, freqs, min(n_pos, 64)),
-                              title="q·k for one random q and k at every (m, n): constant "
-                                    "along diagonals"),
+                              title=_("q·k for one random q and k at every (m, n): constant "
+                                    "along diagonals")),
           key="rope_scores", name="rope-scores")
 
     st.subheader(_("Long-range decay"))

@@ -41,6 +41,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 import viz_core as vc
+from viz_core.i18n import _, language
 
 from .errors import reported
 
@@ -125,8 +126,8 @@ def model_slot():
 def model_spinner(text: str):
     """st.spinner for a call that may run the model: it says so when the run must wait."""
     if SLOTS.busy():
-        text = (f"Waiting for a free model slot (this server runs {SLOTS.size} at a time "
-                f"and all are busy), then: {text[0].lower()}{text[1:]}")
+        text = _("Waiting for a free model slot (this server runs {size} at a time and all are "
+                 "busy), then: {text}").format(size=SLOTS.size, text=text[0].lower() + text[1:])
     return st.spinner(text)
 
 
@@ -299,7 +300,7 @@ def run_analysis(request: AnalysisRequest, spinner: str | None = None):
     """The one entry for analyses: the model's result, cached and shared by every session
     (pages must not modify it), with a spinner while it runs. Errors propagate (wrap the
     call in ui.contributions.attempt or ui.errors.reported)."""
-    with model_spinner(spinner or f"Running {request.name.replace('_', ' ')}…"):
+    with model_spinner(spinner or _("Running {name}…").format(name=request.name.replace("_", " "))):
         return _analysis(request)
 
 
@@ -313,12 +314,17 @@ def with_precision(device: str, dtype: str) -> str:
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def model_footprint(name: str, device: str) -> str | None:
-    """"22.7 M parameters, 87 MB at float32" from safetensors headers, before loading."""
+def _footprint(name: str, device: str):
     from viz_core.loading.footprint import estimate
 
-    dev, _, dtype = device.partition("/")
-    fp = estimate(name, dtype or "auto", dev)
+    dev, _sep, dtype = device.partition("/")
+    return estimate(name, dtype or "auto", dev)
+
+
+def model_footprint(name: str, device: str) -> str | None:
+    """"22.7 M parameters, 87 MB at float32" from safetensors headers, before loading (in
+    the session's language: the cache keeps the numbers)."""
+    fp = _footprint(name, device)
     return None if fp is None else fp.describe()
 
 
@@ -339,7 +345,7 @@ def get_trace(request: TraceRequest):
 
 def run_trace(request: TraceRequest):
     """get_trace with the page's spinner; a failure becomes a message and stops the page."""
-    with model_spinner("Running the model…"), reported("running the model"):
+    with model_spinner(_("Running the model…")), reported(_("running the model")):
         return get_trace(request)
 
 
@@ -391,7 +397,7 @@ def cached_figure(request: TraceRequest, name: str, params: tuple, build):
     head grid, the rollout) and going back to a head is free; showing it again costs only
     its JSON (SharedFigure keeps its dict). Pages must not modify it.
     """
-    return _figure(request, name, params, build)
+    return _figure(request, name, (*params, language()), build)  # titles are in its language
 
 
 @st.cache_resource(max_entries=TRACE_CACHE, show_spinner=False)
@@ -412,7 +418,7 @@ def _batch(request: BatchRequest):
 
 def get_batch(request: BatchRequest):
     """A padded batch; encoder-decoder models are teacher-forced on their own outputs."""
-    with model_spinner("Running the batch…"), reported("running the batch"):
+    with model_spinner(_("Running the batch…")), reported(_("running the batch")):
         model = get_model(request.model_name, request.device)
         if request.targets is None and model.architecture == "encoder-decoder":
             request = replace(request, targets=tuple(

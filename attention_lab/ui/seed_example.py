@@ -100,8 +100,10 @@ def show(sel) -> None:
                            "right": ref.right, "wrong": ref.wrong})
         for column, line in zip(st.columns(2), lines):  # each sentence and its translation
             column.code(line, language=None, wrap_lines=True)
-        fig = referent_panels(panels, title=f"{kind.split('.')[0]} layer {layer} · head "
-                                            f"{head}: attention from {QUERY[kind]}")
+        fig = referent_panels(panels, title=_("{value} layer {layer} · head {head}: attention "
+                                              "from {value2}").format(
+                                                value=kind.split('.')[0], layer=layer, head=head,
+                                                value2=QUERY[kind]))
         chart(fig, key="it_follows", name=f"it-follows-{kind}-{layer}-{head}")
         animal = [float(p["weights"][1]) for p in panels]
         street = [float(p["weights"][6]) for p in panels]

@@ -12,6 +12,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from viz_core.i18n import _
+
 from .roles import ROLE_LABELS, ROLES
 from .summary import BINS
 
@@ -60,8 +62,8 @@ def _clickable(fig: go.Figure, hover: np.ndarray) -> go.Figure:
 def _layout(fig: go.Figure, n_layers: int, n_heads: int, title: str) -> go.Figure:
     fig.update_layout(title=title, height=max(220, 60 + 34 * n_layers),
                       margin=dict(l=60, r=20, t=50, b=40))
-    fig.update_xaxes(title="head", tickmode="array", tickvals=list(range(n_heads)))
-    fig.update_yaxes(title="layer", tickmode="array", tickvals=list(range(n_layers)),
+    fig.update_xaxes(title=_("head"), tickmode="array", tickvals=list(range(n_heads)))
+    fig.update_yaxes(title=_("layer"), tickmode="array", tickvals=list(range(n_layers)),
                      autorange="reversed")
     return fig
 
@@ -82,7 +84,7 @@ def role_map(summary: pd.DataFrame, kind: str) -> go.Figure:
         colorscale=scale or [[0, "#eee"], [1, "#eee"]], text=_hover(part, n_layers, n_heads),
         hovertemplate="%{text}<extra></extra>", xgap=2, ygap=2,
         colorbar=dict(tickvals=list(range(n)), ticktext=[LABELS[r] for r in present],
-                      title="dominant role")))
+                      title=_("dominant role"))))
     fig = _clickable(fig, _hover(part, n_layers, n_heads))
     return _layout(fig, n_layers, n_heads, "Dominant role of every head")
 
@@ -95,7 +97,7 @@ def score_map(summary: pd.DataFrame, kind: str, role: str) -> go.Figure:
         z=grid.astype(np.float32), x=list(range(n_heads)), y=list(range(n_layers)), zmin=0,
         zmax=1, colorscale="Viridis", text=_hover(part, n_layers, n_heads),
         hovertemplate="%{text}<extra></extra>", xgap=2, ygap=2,
-        colorbar=dict(title="score")))
+        colorbar=dict(title=_("score"))))
     fig = _clickable(fig, _hover(part, n_layers, n_heads))
     return _layout(fig, n_layers, n_heads, f"{LABELS[role]}: mean score per head")
 
@@ -114,9 +116,10 @@ def head_distribution(hist: pd.DataFrame, kind: str, layer: int, head: int,
         fig.add_bar(x=centers, y=share, name=LABELS[r["role"]], width=1 / BINS,
                     marker_color=COLORS[r["role"]], opacity=0.75)
     fig.update_layout(barmode="overlay", height=320, margin=dict(l=50, r=20, t=50, b=40),
-                      title=f"Layer {layer}, head {head}: score across examples")
-    fig.update_xaxes(title="score", range=[0, 1])
-    fig.update_yaxes(title="share of examples")
+                      title=_("Layer {layer}, head {head}: score across examples").format(
+                                layer=layer, head=head))
+    fig.update_xaxes(title=_("score"), range=[0, 1])
+    fig.update_yaxes(title=_("share of examples"))
     return fig
 
 
@@ -127,9 +130,9 @@ def heads_distribution(summary: pd.DataFrame, kind: str, role: str) -> go.Figure
     fig = go.Figure(go.Histogram(x=v, xbins=dict(start=0, end=1, size=1 / BINS),
                                  marker_color=COLORS[role]))
     fig.update_layout(height=260, margin=dict(l=50, r=20, t=50, b=40),
-                      title=f"{LABELS[role]}: mean score of every head")
-    fig.update_xaxes(title="mean score", range=[0, 1])
-    fig.update_yaxes(title="heads")
+                      title=_("{value}: mean score of every head").format(value=LABELS[role]))
+    fig.update_xaxes(title=_("mean score"), range=[0, 1])
+    fig.update_yaxes(title=_("heads"))
     return fig
 
 
@@ -205,7 +208,7 @@ def patching_map(summary: pd.DataFrame, kind: str) -> go.Figure:
         "")
     heat = go.Heatmap(z=mean, x=list(range(n_heads)), y=list(range(n_layers)),
                       zmin=-reach, zmax=reach, zmid=0, colorscale="RdBu_r", xgap=2, ygap=2,
-                      colorbar=dict(title="mean effect"))
+                      colorbar=dict(title=_("mean effect")))
     if n_heads <= 12:  # room for two short lines per cell
         heat.update(text=labels.tolist(), texttemplate="%{text}", textfont=dict(size=10))
     fig = _clickable(go.Figure(heat), hover)
@@ -225,10 +228,10 @@ def patching_ranking(summary: pd.DataFrame, kind: str, k: int = 15) -> go.Figure
         error_x=dict(type="data", array=part["std"].fillna(0).to_numpy(np.float32)),
         hovertext=[f"layer {r['layer']}, head {r['head']}: mean {r['mean']:.3f}, std "
                    f"{r['std']:.3f}, {int(r['n'])} pairs" for r in recs], hoverinfo="text"))
-    fig.update_layout(title="Largest mean effects (bars: ± one standard deviation over pairs)",
+    fig.update_layout(title=_("Largest mean effects (bars: ± one standard deviation over pairs)"),
                       height=max(220, 70 + 22 * len(part)), margin=dict(l=80, r=20, t=50, b=40))
     fig.update_yaxes(autorange="reversed", title=None)
-    fig.update_xaxes(title="effect (0 = corrupted, 1 = clean)")
+    fig.update_xaxes(title=_("effect (0 = corrupted, 1 = clean)"))
     return fig
 
 

@@ -14,14 +14,17 @@ import re
 
 import numpy as np
 
+from ..i18n import N_
+
 # the six "specific" roles first: a head's dominant role is one of them when it is clear
 SPECIFIC = ("previous", "duplicate", "induction", "first", "delimiter", "current")
 ROLES = (*SPECIFIC, "local", "broad")
 SELF_ONLY = ("previous", "duplicate", "induction", "current", "local")
 ROLE_LABELS = {
-    "previous": "previous-token", "duplicate": "duplicate-token", "induction": "induction",
-    "first": "first-token / sink", "delimiter": "delimiter / special", "current": "current-token",
-    "local": "local (distance)", "broad": "broad (entropy)",
+    "previous": N_("previous-token"), "duplicate": N_("duplicate-token"),
+    "induction": N_("induction"), "first": N_("first-token / sink"),
+    "delimiter": N_("delimiter / special"), "current": N_("current-token"),
+    "local": N_("local (distance)"), "broad": N_("broad (entropy)"),
 }
 
 _SPECIAL = re.compile(r"^(<\|?[^<>\s]{1,20}\|?>|\[[A-Z]{2,8}\])$")  # <eos> <|endoftext|> [SEP]

@@ -11,6 +11,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from viz_core.i18n import _
+
 from ..analysis import heads as analysis
 from .common import base_layout, f32, top_axis
 from .heatmap import (
@@ -78,7 +80,8 @@ def trace_rollout_figure(trace: AttentionTrace, kind: str = "encoder.self") -> g
     if not blocks:
         raise ValueError(f"trace has no {kind} blocks; it has {trace.kinds()}")
     return rollout_figure(trace.stack(kind), blocks[0].query_tokens,
-                          title=f"{kind}: attention rollout over {len(blocks)} layers")
+                          title=_("{kind}: attention rollout over {n_blocks} layers").format(
+                                    kind=kind, n_blocks=len(blocks)))
 
 
 def head_similarity_figure(matrix: np.ndarray, labels: Sequence[str],
@@ -110,9 +113,9 @@ def head_stat_figure(stats: pd.DataFrame, stat: str, kind: str, title: str | Non
         y=[int(v) for v in table.index], colorscale="Viridis",
         colorbar=dict(title=dict(text=stat), thickness=12),
         hovertemplate="layer %{y}, head %{x}: %{z:.4f}<extra>" + stat + "</extra>"))
-    fig.update_xaxes(title="head", dtick=1, side="top")
-    fig.update_yaxes(title="layer", dtick=1, autorange="reversed")
-    _, top = top_axis([str(h) for h in table.columns])
+    fig.update_xaxes(title=_("head"), dtick=1, side="top")
+    fig.update_yaxes(title=_("layer"), dtick=1, autorange="reversed")
+    _ticks, top = top_axis([str(h) for h in table.columns])
     return base_layout(fig, title or f"{kind}: {stat} per head", margin=dict(t=top))
 
 
@@ -141,6 +144,7 @@ def alignment_figure(pattern_head: np.ndarray, query_tokens: Sequence[str],
                                      line=dict(width=2)),
             hovertemplate="%{y} → %{x}: gold<extra></extra>"))
         score = analysis.alignment_score(pattern_head, gold)
-        fig.update_layout(title=f"{fig.layout.title.text} · score {score:.2f}")
+        fig.update_layout(title=_("{text} · score {score:.2f}").format(
+                                    text=fig.layout.title.text, score=score))
     fig.update_layout(showlegend=True)
     return fig

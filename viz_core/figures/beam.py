@@ -22,6 +22,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from viz_core.i18n import _
+
 from ..decoding.beam_tree import BeamNode, BeamTree
 from .common import _short, base_layout, plot_text
 
@@ -154,7 +156,7 @@ def beam_tree_figure(tree: BeamTree, n_best: int | None = None, show_pruned: boo
             hoverinfo="skip", showlegend=False, cliponaxis=False))
     span = max((y + 0.5 for _, y in pos.values()), default=1.0)
     max_step = max((n.step for n in nodes), default=1)
-    fig.update_xaxes(title="step", tickmode="array", tickvals=list(range(max_step + 1)),
+    fig.update_xaxes(title=_("step"), tickmode="array", tickvals=list(range(max_step + 1)),
                      range=[-0.5, max_step + 0.5], zeroline=False)
     fig.update_yaxes(visible=False, autorange="reversed")
     # The legend goes under the title at the top of the figure (under the axis it ran into

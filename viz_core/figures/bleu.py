@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from viz_core.i18n import _
+
 from ..lessons.bleu import token_logprobs
 from .common import base_layout, f32, plot_text
 
@@ -17,6 +19,6 @@ def token_logprob_figure(tree, max_hypotheses: int = 8) -> go.Figure:
             x=f32(range(1, len(pairs) + 1)), y=f32([lp for _, lp in pairs]),
             mode="lines+markers", name=f"#{rank}", text=[plot_text(t) for t, _ in pairs],
             hovertemplate=f"#{rank}, step %{{x}}: %{{text}} log-prob %{{y:.3f}}<extra></extra>"))
-    fig.update_xaxes(title="step", dtick=1)
-    fig.update_yaxes(title="log P(token | prefix)")
+    fig.update_xaxes(title=_("step"), dtick=1)
+    fig.update_yaxes(title=_("log P(token | prefix)"))
     return base_layout(fig, "Per-token log-probabilities of the n-best")

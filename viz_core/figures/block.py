@@ -8,6 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from viz_core.i18n import _
+
 from ..analysis.block import SUBLAYER_LABELS, LayerRow
 from .common import base_layout, f32
 from .heatmap import matrix_heatmap
@@ -33,7 +35,7 @@ def residual_figure(rows: Sequence[LayerRow], title: str | None = None) -> go.Fi
                              name="stream leaving", line=dict(color="#000000", dash="dot"),
                              hovertemplate="%{x}: ‖x_out‖ = %{y:.3f}<extra></extra>"))
     fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.25))
-    fig.update_yaxes(title="mean L2 norm per token")
+    fig.update_yaxes(title=_("mean L2 norm per token"))
     return base_layout(fig, title or "Residual stream and what each sublayer adds")
 
 
@@ -46,7 +48,7 @@ def ratio_figure(rows: Sequence[LayerRow], title: str | None = None) -> go.Figur
         fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers", name=SUBLAYER_LABELS[kind],
                                  line=dict(color=_COLORS[kind]),
                                  hovertemplate="%{x}: %{y:.3f} × ‖x_in‖<extra></extra>"))
-    fig.update_yaxes(title="‖added‖ / ‖stream entering‖", rangemode="tozero")
+    fig.update_yaxes(title=_("‖added‖ / ‖stream entering‖"), rangemode="tozero")
     return base_layout(fig, title or "How much each sublayer changes the stream")
 
 
@@ -54,9 +56,9 @@ def stream_heatmap(norms: np.ndarray, tokens: Sequence[str], stack: str) -> go.F
     """Each token's stream norm at each layer boundary: rows = embedding, after layer 0, ..."""
     rows = ["embedding (layer 0 input)"] + [f"after {stack}.{i}"
                                             for i in range(norms.shape[0] - 1)]
-    return matrix_heatmap(f32(norms), rows, list(tokens), title="Stream norm per token",
+    return matrix_heatmap(f32(norms), rows, list(tokens), title=_("Stream norm per token"),
                           value_name="‖x‖", colorscale="Viridis", zmin=None, zmax=None,
-                          x_title="token", y_title="")
+                          x_title=_("token"), y_title="")
 
 
 def head_share_heatmap(shares: np.ndarray, tokens: Sequence[str], head: int,
@@ -64,6 +66,7 @@ def head_share_heatmap(shares: np.ndarray, tokens: Sequence[str], head: int,
     """‖z_h W_O[h]^T‖ per head (rows) and query token (columns)."""
     rows = [f"head {h}" + (" ◀" if h == head else "") for h in range(shares.shape[0])]
     return matrix_heatmap(f32(shares), rows, list(tokens),
-                          title=f"{block_name}: each head's share after W_O (L2 norm)",
+                          title=_("{block_name}: each head's share after W_O (L2 norm)").format(
+                                    block_name=block_name),
                           value_name="‖z_h W_O,h‖", colorscale="Viridis", zmin=0.0, zmax=None,
-                          x_title="query token", y_title="")
+                          x_title=_("query token"), y_title="")

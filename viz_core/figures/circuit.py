@@ -23,6 +23,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from viz_core.i18n import _
+
 from .common import layout_dict, plot_text
 
 POSITIVE = "#1c7ed6"  # blue: the edge carries the clean answer
@@ -76,7 +78,7 @@ def node_positions(names: Sequence[str]) -> dict[str, tuple[float, float]]:
     mid = (tallest - 1) / 2
     for x, key in enumerate(sorted(layers), start=1):
         col = layers[key]
-        for y, (_, n) in enumerate(sorted(col["heads"])):
+        for y, (_h, n) in enumerate(sorted(col["heads"])):
             pos[n] = (float(x), -float(y))
         if col["mlp"]:
             pos[col["mlp"]] = (x + MLP_DX, -mid)
@@ -110,7 +112,7 @@ def circuit_figure(all_edges: pd.DataFrame, kept: pd.DataFrame, *, title: str = 
     kept = kept.reindex(kept["score"].abs().sort_values(kind="stable").index)  # strongest last
     widths = edge_widths(kept["score"])
     mid_x, mid_y, mid_data, mid_text = [], [], [], []
-    for (_, e), w in zip(kept.iterrows(), widths):
+    for (_i, e), w in zip(kept.iterrows(), widths):
         (x0, y0), (x1, y1) = pos[e["sender"]], pos[e["receiver"]]
         inp = e["input"] or ""
         into = f"{e['receiver']}{' (' + inp + ')' if inp else ''}"
@@ -165,6 +167,6 @@ def faithfulness_figure(counts: Sequence[int], values: Sequence[float], *,
     fig.add_hline(y=0, line=dict(color="#adb5bd", dash="dot"))
     fig.update_layout(**layout_dict("Faithfulness of the top edges", height=height,
                                     margin=dict(l=50, r=10, t=50, b=40)), showlegend=False)
-    fig.update_xaxes(title="edges kept")
-    fig.update_yaxes(title="faithfulness (1 = clean, 0 = corrupted)")
+    fig.update_xaxes(title=_("edges kept"))
+    fig.update_yaxes(title=_("faithfulness (1 = clean, 0 = corrupted)"))
     return fig

@@ -14,6 +14,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from viz_core.i18n import _
+
 from .common import f32, layout_dict, plot_text, unique_labels
 from .heatmap import matrix_heatmap
 
@@ -156,7 +158,7 @@ def logit_lens_grid(layers: Sequence[str], tokens: Sequence[str],
     fig = go.Figure(go.Heatmap(**heat), layout=layout_dict(
         title or "Logit lens: top token per layer and position (colour: probability of the "
                  "final prediction)",
-        xaxis=dict(type="category", title="position (input token)",
+        xaxis=dict(type="category", title=_("position (input token)"),
                    tickmode="array", tickvals=xl, ticktext=ticks, tickangle=-45),
         yaxis=dict(type="category", title="", autorange="reversed"),
         height=max(300, 34 * n_layers + 160)))
@@ -208,8 +210,8 @@ def patching_scatter(real: np.ndarray, approx: np.ndarray, labels: Sequence[str]
                    hovertemplate="%{customdata}<br>patching %{x:.3f} · attribution "
                                  "%{y:.3f}<extra></extra>")],
         layout=layout_dict(title or f"Attribution vs activation patching (Pearson r = {r})",
-                           xaxis=dict(title="activation patching"),
-                           yaxis=dict(title="attribution patching"), showlegend=False,
+                           xaxis=dict(title=_("activation patching")),
+                           yaxis=dict(title=_("attribution patching")), showlegend=False,
                            height=380))
     return fig
 
@@ -244,7 +246,7 @@ def composition_heatmap(frame: pd.DataFrame, kind: str, title: str | None = None
         f32(m), senders, receivers,
         title=title or f"{kind}-composition: sender (rows) → receiver (columns)",
         value_name="score", colorscale="Viridis", zmin=0.0, zmax=top or 1.0,
-        x_title="receiver head", y_title="sender head", max_cells=None))
+        x_title=_("receiver head"), y_title=_("sender head"), max_cells=None))
 
 
 def qk_bars(frame: pd.DataFrame, score: float, top: int = 15,
@@ -265,4 +267,4 @@ def head_search_heatmap(frame: pd.DataFrame, title: str) -> go.Figure:
     m, blocks, width = head_matrix(names, list(frame["score"]))
     return _ticks_below(matrix_heatmap(
         f32(m), blocks, [f"h{h}" for h in range(width)], title=title, value_name="weight",
-        zmin=0.0, zmax=1.0, x_title="head", y_title="", max_cells=None))
+        zmin=0.0, zmax=1.0, x_title=_("head"), y_title="", max_cells=None))

@@ -10,6 +10,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from viz_core.i18n import _
+
 from .common import (
     SCORE_COLORSCALE,
     WEIGHT_COLORSCALE,
@@ -56,10 +58,12 @@ def layer_map_figure(matrix: np.ndarray, mapping: Sequence[tuple[int, int]], *,
             marker=dict(symbol="square", size=24, color=MAPPING_COLOR, opacity=0),
             hovertemplate="mapped: student layer %{y} learns from teacher layer %{x}"
                           "<extra></extra>"))
-    fig.update_xaxes(title=f"teacher layer ({plot_text(teacher)})", tickmode="array",
+    fig.update_xaxes(title=_("teacher layer ({name})").format(name=plot_text(teacher)),
+                     tickmode="array",
                      tickvals=list(range(n_t)), ticktext=[str(i) for i in range(n_t)],
                      range=[-0.5, n_t - 0.5], showgrid=False, zeroline=False)
-    fig.update_yaxes(title=f"student layer ({plot_text(student)})", tickmode="array",
+    fig.update_yaxes(title=_("student layer ({name})").format(name=plot_text(student)),
+                     tickmode="array",
                      tickvals=list(range(n_s)), ticktext=[str(i) for i in range(n_s)],
                      range=[n_s - 0.5, -0.5], showgrid=False, zeroline=False)
     return base_layout(fig, title or f"{measure}: every student layer against every "

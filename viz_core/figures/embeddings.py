@@ -8,6 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from viz_core.i18n import _
+
 from ..lessons.embeddings import EmbeddingParts, segment_runs
 from .common import SCORE_COLORSCALE, base_layout, f32, plot_text, unique_labels
 from .heatmap import matrix_heatmap
@@ -51,7 +53,7 @@ def embedding_norms_figure(parts: EmbeddingParts) -> go.Figure:
                              name="sum" if name == "total" else name,
                              hovertemplate="%{x}: ‖" + name + "‖ = %{y:.3f}<extra></extra>"))
     fig.update_xaxes(type="category", tickmode="array", tickvals=labels,
-                     ticktext=[plot_text(t) for t in parts.tokens], title="token")
+                     ticktext=[plot_text(t) for t in parts.tokens], title=_("token"))
     fig.update_yaxes(title="L2 norm")
     return base_layout(fig, "Norm of each part of the input embedding", barmode="group")
 
@@ -65,6 +67,6 @@ def embedding_rows_figure(parts: EmbeddingParts, i: int) -> go.Figure:
     fig = go.Figure(go.Heatmap(z=f32(rows), y=names, colorscale=SCORE_COLORSCALE, zmin=-lim,
                                zmax=lim, hovertemplate="%{y}, dim %{x}: %{z:.4f}<extra></extra>"))
     fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(title="dimension")
+    fig.update_xaxes(title=_("dimension"))
     return base_layout(fig, f"{plot_text(parts.tokens[i])}: token + segment + position = sum",
                        height=300)

@@ -6,6 +6,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from viz_core.i18n import _
+
 from ..model.choices import EntropyMeasure, choose
 from .heatmap import matrix_heatmap
 
@@ -36,7 +38,7 @@ def head_entropy_heatmap(frame: pd.DataFrame, measure: EntropyMeasure = "normali
     top = 1.0 if measure == "normalised" else float(finite.max()) if finite.size else 1.0
     fig = matrix_heatmap(m, blocks, heads, title=title or TITLES[measure],
                          value_name=measure, colorscale="Viridis", zmin=0.0,
-                         zmax=max(top, 1e-9), x_title="head", y_title="", max_cells=None)
+                         zmax=max(top, 1e-9), x_title=_("head"), y_title="", max_cells=None)
     fig.update_xaxes(side="bottom", automargin=True)  # not an attention matrix: keys on top
     fig.update_layout(margin=dict(t=60))
     return fig

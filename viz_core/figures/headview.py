@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import plotly.graph_objects as go
 
+from viz_core.i18n import _
+
 from .common import base_layout, f32, plot_text
 
 if TYPE_CHECKING:  # type hints only: figures read traces, they never capture
@@ -132,7 +134,7 @@ def head_view(
     note = f" · top {top_k} keys per query" if top_k is not None and top_k < nk else ""
     note += f" · weights > {threshold:g}" if threshold > 0 else ""
     base_layout(fig, (title or "Head view") + note, height=min(4000, max(300, 18 * n + 100)),
-                legend=dict(title="heads", itemclick="toggle", itemdoubleclick="toggleothers"))
+                legend=dict(title=_("heads"), itemclick="toggle", itemdoubleclick="toggleothers"))
     return fig
 
 

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import plotly.graph_objects as go
 
+from viz_core.i18n import _
+
 from .common import (
     BLOCKED_COLOR,
     BLOCKED_NOTE,
@@ -193,7 +195,8 @@ def block_heatmap(block: BlockTrace, head: int, view: str = "weights",
     scores = head_scores(block, head) if view == "scores" else None
     return attention_heatmap(
         block.head(head), block.query_tokens, block.key_tokens, mask=block.mask,
-        scores=scores, view=view, title=f"{block.name} · head {head} · {view}",
+        scores=scores, view=view, title=_("{name} · head {head} · {view}").format(
+                                            name=block.name, head=head, view=view),
     )
 
 

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import plotly.graph_objects as go
 
+from viz_core.i18n import _
+
 from ..analysis.heads import masked_softmax
 from .common import BLOCKED_COLOR, SCORE_COLORSCALE, base_layout, f32, token_axis, unique_labels
 
@@ -86,8 +88,8 @@ def softcap_figure(before: np.ndarray, after: np.ndarray, softcap: float,
         hovertemplate="%{text}: %{x:.4f} → %{y:.4f}<extra>softcap</extra>"))
     for side in (-c, c):
         fig.add_hline(y=side, line=dict(color=BLOCKED_COLOR, dash="dash", width=1))
-    fig.update_xaxes(title="score before the cap")
-    fig.update_yaxes(title="score after the cap", range=[-1.3 * c, 1.3 * c])
+    fig.update_xaxes(title=_("score before the cap"))
+    fig.update_yaxes(title=_("score after the cap"), range=[-1.3 * c, 1.3 * c])
     return base_layout(fig, title, height=320)
 
 
@@ -99,7 +101,7 @@ def _vector_fig(vec: np.ndarray, title: str, name: str) -> go.Figure:
         hovertemplate="dim %{x}: %{z:.4f}<extra>" + name + "</extra>",
         colorbar=dict(thickness=10)))
     fig.update_yaxes(visible=False)
-    fig.update_xaxes(title="dimension")
+    fig.update_xaxes(title=_("dimension"))
     # tall enough for a colour bar whose three tick labels do not touch
     return base_layout(fig, title, height=220, margin=dict(l=30, r=20, b=40))
 
@@ -114,7 +116,7 @@ def _key_matrix_fig(m: np.ndarray, key_tokens: Sequence[str], title: str,
         hovertemplate="%{y}, dim %{x}: %{z:.4f}<extra>" + name + "</extra>",
         colorbar=dict(thickness=10)))
     fig.update_yaxes(**token_axis(labels, key_tokens, "key", reversed_=True))
-    fig.update_xaxes(title="dimension")
+    fig.update_xaxes(title=_("dimension"))
     return base_layout(fig, title, height=max(220, 20 * len(labels) + 110))  # 20 px a row
 
 

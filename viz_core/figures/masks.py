@@ -15,6 +15,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from viz_core.i18n import _
+
 from ..analysis.heads import masked_softmax
 from .common import (
     BLOCKED_COLOR,
@@ -205,9 +207,10 @@ def padding_batch_figure(sentences: Sequence[Sequence[str]], pad: str = "<pad>",
     masks = padding_mask([len(s) for s in sentences], len(padded[0]))
     if causal:
         masks = masks | causal_mask(len(padded[0]))[None]
-    titles = [f"sentence {i} (len {len(s)})" for i, s in enumerate(sentences)]
+    titles = [_("sentence {i} (len {n})").format(i=i, n=len(s)) for i, s in enumerate(sentences)]
     return mask_panels(list(masks), titles, padded, padded,
-                       title="Padding mask" + (" ∪ causal" if causal else "") + " per sentence")
+                       title=_("Padding mask ∪ causal per sentence") if causal
+                       else _("Padding mask per sentence"))
 
 
 def batch_masks_figure(masks: Sequence[np.ndarray], query_tokens: Sequence[Sequence[str]],
@@ -215,7 +218,8 @@ def batch_masks_figure(masks: Sequence[np.ndarray], query_tokens: Sequence[Seque
                        ) -> go.Figure:
     """One panel per sentence of a padded batch, drawing each block's own mask (what the
     model used), titled with the sentence's real length read from the mask."""
-    titles = [f"sentence {i} (len {real_length(m)} of {np.asarray(m).shape[1]})"
+    titles = [_("sentence {i} (len {n} of {total})").format(i=i, n=real_length(m),
+                                                            total=np.asarray(m).shape[1])
               for i, m in enumerate(masks)]
     return mask_panels(list(masks), titles, query_tokens, key_tokens,
                        title=title or "The batch's masks, as the model used them")
@@ -231,19 +235,20 @@ def mask_parts_figure(mask: np.ndarray, query_tokens: Sequence[str],
     pad = np.broadcast_to(pad_columns(m)[None, :], m.shape).copy()
     if not causal:
         return mask_panels([pad, m], ["padding (PAD keys)", "the model's mask"],
-                           [query_tokens] * 2, [key_tokens] * 2, title="Padding mask")
+                           [query_tokens] * 2, [key_tokens] * 2, title=_("Padding mask"))
     c = causal_mask(m.shape[0])[:, : m.shape[1]]
     if not window:
         return mask_panels([pad, c, m], ["padding (PAD keys)", "causal (k > q)",
                                          "the model's mask (union)"],
                            [query_tokens] * 3, [key_tokens] * 3,
-                           title="Padding, causal and their union")
+                           title=_("Padding, causal and their union"))
     w = sliding_window_mask(m.shape[0], window, m.shape[1])
     return mask_panels([pad, c, w, m], ["padding (PAD keys)", "causal (k > q)",
                                         f"outside the window (q − k ≥ {int(window)})",
                                         "the model's mask (union)"],
                        [query_tokens] * 4, [key_tokens] * 4,
-                       title=f"Padding, causal, sliding window of {int(window)} and their union")
+                       title=_("Padding, causal, sliding window of {window} and their union").format(
+                                 window=int(window)))
 
 
 def mask_union_figure(tokens: Sequence[str], length: int | None = None) -> go.Figure:
@@ -255,7 +260,7 @@ def mask_union_figure(tokens: Sequence[str], length: int | None = None) -> go.Fi
     causal = causal_mask(n)
     return mask_panels([pad, causal, pad | causal],
                        ["padding (PAD keys)", "causal (k > q)", "union (decoder self)"],
-                       [tokens] * 3, [tokens] * 3, title="Padding, causal and their union")
+                       [tokens] * 3, [tokens] * 3, title=_("Padding, causal and their union"))
 
 
 def masking_steps_figure(scores: np.ndarray, mask: np.ndarray, query_tokens: Sequence[str],
@@ -289,7 +294,7 @@ def masking_steps_figure(scores: np.ndarray, mask: np.ndarray, query_tokens: Seq
     ]
     fig = make_subplots(rows=1, cols=3, subplot_titles=[p[1] for p in panels],
                         horizontal_spacing=0.04, shared_yaxes=True)
-    for i, (z, _, cs, lo, hi, name, bar) in enumerate(panels, start=1):
+    for i, (z, _unused, cs, lo, hi, name, bar) in enumerate(panels, start=1):
         fig.add_trace(go.Heatmap(
             z=f32(z), x=xl, y=yl, colorscale=cs, zmin=lo, zmax=hi, name=name,
             hoverongaps=False, showscale=bar is not None, colorbar=bar or {},

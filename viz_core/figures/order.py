@@ -8,6 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from viz_core.i18n import _
+
 from .common import base_layout, f32
 from .heatmap import matrix_heatmap
 
@@ -24,7 +26,7 @@ def layer_difference_figure(layers: Sequence[str], on: Sequence[float],
                              marker_color="#ff7f0e",
                              hovertemplate="%{x}: %{y:.2e}<extra>positions off</extra>"))
     fig.update_layout(barmode="group")
-    fig.update_yaxes(title="max |Δ weight| over heads", rangemode="tozero")
+    fig.update_yaxes(title=_("max |Δ weight| over heads"), rangemode="tozero")
     return base_layout(fig, "Does shuffling the tokens change the attention?")
 
 

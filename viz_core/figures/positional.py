@@ -14,6 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from viz_core.i18n import _
+
 from ..lessons.positions import sin_cos_labels
 from .common import SCORE_COLORSCALE, base_layout, f32, plot_text
 from .heatmap import MAX_CELLS_SIGNED, matrix_heatmap
@@ -92,8 +94,8 @@ def positional_curves(table: np.ndarray, dims: Sequence[int], title: str | None 
     if shown:
         fig.add_vrect(x0=shown[0] - 0.5, x1=shown[-1] + 0.5, fillcolor="#fdd835", opacity=0.2,
                       line_width=0, annotation_text="this input", annotation_position="top left")
-    fig.update_xaxes(title="position")
-    fig.update_yaxes(title="PE value")
+    fig.update_xaxes(title=_("position"))
+    fig.update_yaxes(title=_("PE value"))
     return base_layout(fig, title or "Positional encoding by dimension")
 
 
@@ -106,8 +108,8 @@ def positional_heatmap(table: np.ndarray, title: str | None = None, start: int =
         z=t, colorscale=SCORE_COLORSCALE, zmin=-lim, zmax=lim, y0=start, dy=1,
         hovertemplate="pos %{y}, dim %{x}: %{z:.4f}<extra></extra>",
         colorbar=dict(thickness=12)))
-    fig.update_xaxes(title="dimension")
-    fig.update_yaxes(title="position", autorange="reversed")
+    fig.update_xaxes(title=_("dimension"))
+    fig.update_yaxes(title=_("position"), autorange="reversed")
     return base_layout(fig, title or "Positional encoding: position × dimension")
 
 
@@ -127,8 +129,8 @@ def wavelength_figure(table: np.ndarray | None = None, d_model: int | None = Non
     fig = go.Figure(go.Scatter(
         x=f32(np.arange(len(wl))), y=f32(wl), mode="markers+lines", name=name,
         hovertemplate="dim %{x}: %{y:.4g} positions<extra></extra>"))
-    fig.update_xaxes(title="dimension")
-    fig.update_yaxes(title="wavelength (positions)", type="log", dtick=1)  # decades: 2..9 crowd
+    fig.update_xaxes(title=_("dimension"))
+    fig.update_yaxes(title=_("wavelength (positions)"), type="log", dtick=1)  # decades: 2..9 crowd
     return base_layout(fig, title or name)
 
 

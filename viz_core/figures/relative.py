@@ -9,6 +9,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from viz_core.i18n import _
+
 from .common import SCORE_COLORSCALE, base_layout, f32, plot_text
 from .heatmap import MAX_CELLS_SIGNED, matrix_heatmap
 
@@ -20,8 +22,8 @@ def bias_heatmap(bias_head: np.ndarray, title: str) -> go.Figure:
     q = [str(i) for i in range(b.shape[0])]
     k = [str(j) for j in range(b.shape[1])]
     return matrix_heatmap(b, q, k, title=title, value_name="bias", colorscale=SCORE_COLORSCALE,
-                          zmin=-lim, zmax=lim, x_title="key position",
-                          y_title="query position", max_cells=MAX_CELLS_SIGNED)
+                          zmin=-lim, zmax=lim, x_title=_("key position"),
+                          y_title=_("query position"), max_cells=MAX_CELLS_SIGNED)
 
 
 def bias_distance_figure(distances: np.ndarray, bias: np.ndarray, boundaries: Sequence[float],
@@ -35,8 +37,8 @@ def bias_distance_figure(distances: np.ndarray, bias: np.ndarray, boundaries: Se
                                                "<extra></extra>"))
     for x in boundaries:
         fig.add_vline(x=x, line_dash="dot", line_color="#999999", line_width=1)
-    fig.update_xaxes(title="relative position k − q (key after query > 0)")
-    fig.update_yaxes(title="bias added to the logit")
+    fig.update_xaxes(title=_("relative position k − q (key after query > 0)"))
+    fig.update_yaxes(title=_("bias added to the logit"))
     return base_layout(fig, title or "Bias by distance (dotted: bucket edges)")
 
 

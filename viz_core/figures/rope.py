@@ -11,6 +11,8 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from viz_core.i18n import _
+
 from ..lessons.rope import PairDemo, RopeSpec, rotation_angles, wavelengths
 from .common import SCORE_COLORSCALE, base_layout, f32
 from .heatmap import MAX_CELLS_SIGNED, matrix_heatmap
@@ -31,8 +33,8 @@ def frequency_figure(spec: RopeSpec, title: str | None = None) -> go.Figure:
             customdata=f32(wavelengths(spec.frequencies)),
             hovertemplate="pair %{x}: θ' = %{y:.4g}, wavelength %{customdata:.4g}"
                           "<extra></extra>"))
-    fig.update_xaxes(title="dimension pair i")
-    fig.update_yaxes(title="θᵢ (radians per position)", type="log")
+    fig.update_xaxes(title=_("dimension pair i"))
+    fig.update_yaxes(title=_("θᵢ (radians per position)"), type="log")
     return base_layout(fig, title or "Rotation speed of each dimension pair")
 
 
@@ -47,8 +49,8 @@ def angle_curves(inv_freq: np.ndarray, pairs: Sequence[int], n_pos: int,
         fig.add_trace(go.Scatter(
             x=f32(pos), y=f32(angles[:, i]), mode="lines", name=f"pair {i}",
             hovertemplate=f"pair {i}, pos %{{x}}: %{{y:.3f}} rad<extra></extra>"))
-    fig.update_xaxes(title="position")
-    fig.update_yaxes(title="rotation angle mod 2π (radians)", range=[0, 2 * np.pi])
+    fig.update_xaxes(title=_("position"))
+    fig.update_yaxes(title=_("rotation angle mod 2π (radians)"), range=[0, 2 * np.pi])
     return base_layout(fig, title or "Rotation angle pos·θᵢ of each pair")
 
 
@@ -60,8 +62,8 @@ def angle_heatmap(inv_freq: np.ndarray, n_pos: int, title: str | None = None) ->
         z=f32(c), colorscale=SCORE_COLORSCALE, zmin=-1, zmax=1,
         hovertemplate="pos %{y}, pair %{x}: cos = %{z:.3f}<extra></extra>",
         colorbar=dict(thickness=12)))
-    fig.update_xaxes(title="dimension pair i")
-    fig.update_yaxes(title="position", autorange="reversed")
+    fig.update_xaxes(title=_("dimension pair i"))
+    fig.update_yaxes(title=_("position"), autorange="reversed")
     return base_layout(fig, title or "cos(pos·θᵢ): position × pair")
 
 
@@ -103,7 +105,7 @@ def rotary_score_figure(scores: np.ndarray, title: str | None = None) -> go.Figu
     return matrix_heatmap(
         f32(scores), labels, labels, title=title or "RoPE: q rotated at m · k rotated at n",
         value_name="q·k", colorscale=SCORE_COLORSCALE, zmin=-lim, zmax=lim,
-        x_title="key position n", y_title="query position m", max_cells=MAX_CELLS_SIGNED,
+        x_title=_("key position n"), y_title=_("query position m"), max_cells=MAX_CELLS_SIGNED,
         max_ticks=16)  # position numbers: every n-th one (64 labels crowd a half-page chart)
 
 
@@ -114,6 +116,6 @@ def decay_figure(distances: np.ndarray, curves: dict[str, np.ndarray],
     for name, y in curves.items():
         fig.add_trace(go.Scatter(x=f32(distances), y=f32(y), mode="lines", name=name,
                                  hovertemplate="distance %{x}: %{y:.3f}<extra></extra>"))
-    fig.update_xaxes(title="relative distance m − n")
-    fig.update_yaxes(title="relative upper bound")
+    fig.update_xaxes(title=_("relative distance m − n"))
+    fig.update_yaxes(title=_("relative upper bound"))
     return base_layout(fig, title or "Long-range decay of the q·k bound")

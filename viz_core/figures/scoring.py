@@ -12,6 +12,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from viz_core.i18n import _
+
 from ..lessons.scoring import SCORER_LABELS, STATS
 from .common import BLOCKED_COLOR, base_layout, f32, token_axis, unique_labels
 
@@ -62,7 +64,7 @@ def scoring_comparison_figure(scores: Mapping[str, np.ndarray],
     axis = token_axis(key_labels, key_tokens, "key")
     fig.update_xaxes(**{k: v for k, v in axis.items() if k != "title"})
     for c in (1, 2):
-        fig.update_xaxes(title="key", row=len(names), col=c)
+        fig.update_xaxes(title=_("key"), row=len(names), col=c)
     return base_layout(fig, title, height=170 * len(names) + 130, showlegend=bool(len(idx)),
                        bargap=0.15, margin=dict(l=60, r=20, t=90, b=50))
 
@@ -125,7 +127,7 @@ def logit_variance_figure(d_ks: np.ndarray, dot_var: np.ndarray, current: int | 
     if current is not None:
         fig.add_vline(x=int(current), line=dict(color="#555555", dash="dash", width=1))
     fig.update_xaxes(**_log2_axis(d_ks))
-    fig.update_yaxes(type="log", title="variance of the logit")
+    fig.update_yaxes(type="log", title=_("variance of the logit"))
     return base_layout(fig, title, height=320)
 
 
@@ -143,7 +145,7 @@ def draw_weights_figure(weights: Mapping[str, np.ndarray], d_k: int,
                              hovertemplate="%{x}: %{y:.4f}<extra>" + label + "</extra>"))
     fig.add_hline(y=1.0 / max(n, 1), line=dict(color="#999999", dash="dot", width=1),
                   annotation_text="uniform 1/n", annotation_position="top right")
-    fig.update_xaxes(title="random key", type="category")
-    fig.update_yaxes(title="softmax weight", range=[0, 1.02])
+    fig.update_xaxes(title=_("random key"), type="category")
+    fig.update_yaxes(title=_("softmax weight"), range=[0, 1.02])
     return base_layout(fig, title or f"One random query against {n} random keys, d_k = {d_k}",
                        height=300, barmode="group", legend=dict(orientation="h", y=-0.25))

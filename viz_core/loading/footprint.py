@@ -18,6 +18,7 @@ import torch
 
 from ..capture.device import pick_device, pick_dtype
 from ..errors import ModelLoadError
+from ..i18n import _
 from ..model.choices import Dtype
 from .policy import safetensors_parameters
 
@@ -37,7 +38,8 @@ class Footprint:
         b = self.bytes
         size_text = (f"{b / 2**30:.2f} GB" if b >= 2**30 else f"{b / 2**20:.0f} MB"
                      if b >= 2**20 else f"{b / 2**10:.0f} KB")
-        return f"{count} parameters, {size_text} at {self.dtype}"
+        return _("{count} parameters, {size} at {dtype}").format(count=count, size=size_text,
+                                                                 dtype=self.dtype)
 
 
 def weights_folder(name: str) -> Path | None:

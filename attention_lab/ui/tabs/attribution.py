@@ -21,8 +21,8 @@ def attribution_tab(sel, explained: Explained) -> None:
     request = AnalysisRequest.of(sel, "logit_attribution", text=sel.text,
                                  target=sel.target or None, position=explained.position,
                                  token=explained.token, against=explained.against)
-    with attempt("attributing the logit"):
-        a = run_analysis(request, "Attributing the logit…")
+    with attempt(_("attributing the logit")):
+        a = run_analysis(request, _("Attributing the logit…"))
         total = float(a.frame["contribution"].sum())
         st.markdown(_("**{metric}** at position {position} (after {literal}) = **{logit:.4f}**; "
                       "the {n_frame} components add up to {total:.4f}.").format(
@@ -34,5 +34,5 @@ def attribution_tab(sel, explained: Explained) -> None:
             chart(attribution_heatmap(a.frame), key="hm_attr_heads", name="logit-attribution-heads")
         with right:
             chart(attribution_bars(a.frame), key="hm_attr_bars", name="logit-attribution-other")
-        st.caption(literal(a.note) + " Blue adds to the logit, red takes away.")
-        download_csv("Attribution (CSV)", a.frame, "logit_attribution.csv", "dl_attr")
+        st.caption(literal(a.note) + _(" Blue adds to the logit, red takes away."))
+        download_csv(_("Attribution (CSV)"), a.frame, "logit_attribution.csv", "dl_attr")

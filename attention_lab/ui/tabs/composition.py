@@ -16,9 +16,9 @@ from ..runs import AnalysisRequest, run_analysis
 
 @fragment
 def composition_tab(sel) -> None:
-    with attempt("computing the composition scores"):
+    with attempt(_("computing the composition scores")):
         comp = run_analysis(AnalysisRequest.of(sel, "composition"),
-                            "Composition scores from the weights…")
+                            _("Composition scores from the weights…"))
         kinds = [k for k in ("Q", "K", "V") if k in set(comp["kind"])] or ["K"]
         kind = url_select(_("Composition"), "comp", kinds, widget="radio", horizontal=True,
                           help=_("How much a later head reads what an earlier head wrote: "
@@ -29,4 +29,4 @@ def composition_tab(sel) -> None:
             chart(composition_heatmap(comp, kind), key="hm_comp", name=f"{kind}-composition")
         st.caption(_("From the weights alone (Elhage et al., 2021): ‖W_QK^recv W_OV^send‖_F / "
                    "(‖W_QK^recv‖_F ‖W_OV^send‖_F) for K; Q uses W_QKᵀ, V uses W_OV^recv."))
-        download_csv("Composition (CSV)", comp, "composition.csv", "dl_comp")
+        download_csv(_("Composition (CSV)"), comp, "composition.csv", "dl_comp")

@@ -25,10 +25,10 @@ def entropy_tab(sel) -> None:
                               "so heads of short and long rows compare."))
     request = AnalysisRequest.of(sel, "head_entropy", text=sel.text,
                                  target=sel.target or None)
-    with attempt("measuring each head's attention entropy"):
-        frame = run_analysis(request, "Measuring how spread out each head's attention is…")
+    with attempt(_("measuring each head's attention entropy")):
+        frame = run_analysis(request, _("Measuring how spread out each head's attention is…"))
         chart(head_entropy_heatmap(frame, measure), key="hm_entropy", name=f"head-{measure}")
         st.caption(_("Per head, the entropy −Σ p log p of each query's attention over the keys "
                    "it may see, averaged over the queries. Low: a sharp head (the previous "
                    "token, a sink); near log(keys), or 1 normalised: a head that averages."))
-        download_csv("Head entropy (CSV)", frame, "head_entropy.csv", "dl_entropy")
+        download_csv(_("Head entropy (CSV)"), frame, "head_entropy.csv", "dl_entropy")

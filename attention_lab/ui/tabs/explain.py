@@ -53,11 +53,11 @@ def what_to_explain(sel) -> Explained:
                           format_func=lambda i: labels[i],
                           help=_("The prediction made at this position of the decoder's input "
                                "(the next token after it)."))
-    token = url_text_box(_("Token"), "tok", "One token of the vocabulary, e.g. the word you "
-                         "expect next. Empty: the model's own prediction.", limit=TOKEN_CHARS,
+    token = url_text_box(_("Token"), "tok", _("One token of the vocabulary, e.g. the word you "
+                         "expect next. Empty: the model's own prediction."), limit=TOKEN_CHARS,
                          strip=True, container=c_tok)
-    against = url_text_box(_("Contrast token"), "against", "Optional: explain logit(token) − "
-                           "logit(contrast) instead of the logit alone.", limit=TOKEN_CHARS,
+    against = url_text_box(_("Contrast token"), "against", _("Optional: explain logit(token) − "
+                           "logit(contrast) instead of the logit alone."), limit=TOKEN_CHARS,
                            strip=True, container=c_against)
     if token and against and token == against:
         st.error(_("The contrast token is the target token itself: their logit difference is "

@@ -20,8 +20,8 @@ LENS_POSITIONS = 256  # positions drawn in the lens grid (long inputs: the last 
 def lens_tab(sel) -> None:
     request = AnalysisRequest.of(sel, "logit_lens", text=sel.text, target=sel.target or None,
                                  k=5)
-    with attempt("reading the logit lens"):
-        lens = run_analysis(request, "Reading every layer through the unembedding…")
+    with attempt(_("reading the logit lens")):
+        lens = run_analysis(request, _("Reading every layer through the unembedding…"))
         first = max(0, len(lens.tokens) - LENS_POSITIONS)  # long inputs: the last ones
         top1 = [[cell[0] for cell in row[first:]] for row in lens.top_tokens]
         chart(logit_lens_grid(lens.layers, lens.tokens[first:], top1,
@@ -39,7 +39,7 @@ def lens_tab(sel) -> None:
                    "for both probabilities."))
         d1, d2 = st.columns(2)
         with d1:
-            download_csv("Logit lens (CSV)", lens.frame, "logit_lens.csv", "dl_lens")
+            download_csv(_("Logit lens (CSV)"), lens.frame, "logit_lens.csv", "dl_lens")
         with d2:
-            download("Logit lens (NPZ)", lambda: lens_npz(lens), "logit_lens.npz",
+            download(_("Logit lens (NPZ)"), lambda: lens_npz(lens), "logit_lens.npz",
                      "application/octet-stream", "dl_lens_npz")

@@ -56,11 +56,11 @@ def _pair(sel) -> tuple[str, str]:
     suggestion = suggested_corruption(sel.model_name, sel.device, sel.text)
     _follow_the_sidebar(sel, suggestion)
     p1, p2 = st.columns(2)
-    clean = url_text_box(_("Clean text"), "clean", "The input whose behaviour is restored "
-                         "(effect 1).", limit=state.MAX_TEXT_CHARS, area=True, container=p1,
+    clean = url_text_box(_("Clean text"), "clean", _("The input whose behaviour is restored "
+                         "(effect 1)."), limit=state.MAX_TEXT_CHARS, area=True, container=p1,
                          default=sel.text)
-    corrupted = url_text_box(_("Corrupted text"), "corrupt", "The same number of tokens, with "
-                             "something changed (effect 0).", limit=state.MAX_TEXT_CHARS,
+    corrupted = url_text_box(_("Corrupted text"), "corrupt", _("The same number of tokens, with "
+                             "something changed (effect 0)."), limit=state.MAX_TEXT_CHARS,
                              area=True, container=p2,
                              default=suggestion[0] if suggestion else "")
     shown = st.session_state.get(SUGGESTED, suggestion)
@@ -97,8 +97,8 @@ def patching_tab(sel, explained: Explained) -> None:
                                  target=sel.target or None, token=explained.token,
                                  against=explained.against, over=over,
                                  position=-1 if explained.last else explained.position)
-    with attempt("patching"):
-        real = run_analysis(request, f"Patching over {over}…")
+    with attempt(_("patching")):
+        real = run_analysis(request, _("Patching over {over}…").format(over=over))
         st.markdown(_("Metric: **{metric}**: clean {clean:.4f}, corrupted {corrupted:.4f}. "
                       "Effect 1 = the patched unit alone restores the clean value; 0 = no change.").format(
                         metric=literal(real.metric), clean=real.clean, corrupted=real.corrupted))
@@ -112,9 +112,9 @@ def patching_tab(sel, explained: Explained) -> None:
             _beside_attribution_patching(real, replace(request, name="attribution_patch"), over)
         d1, d2 = st.columns(2)
         with d1:
-            download_csv("Patching (CSV)", real.frame, f"patching_{over}.csv", "dl_patch")
+            download_csv(_("Patching (CSV)"), real.frame, f"patching_{over}.csv", "dl_patch")
         with d2:
-            download("Patching (NPZ)", lambda: patching_npz(real), f"patching_{over}.npz",
+            download(_("Patching (NPZ)"), lambda: patching_npz(real), f"patching_{over}.npz",
                      "application/octet-stream", "dl_patch_npz")
 
 
@@ -124,19 +124,19 @@ def _beside_attribution_patching(real, request: AnalysisRequest, over: str) -> N
     x_title = "head" if over == "heads" else "position"
     left, right = st.columns(2)
     approx = None
-    with right, attempt("attribution patching"):
-        approx = run_analysis(request, f"Attribution patching over {over}…")
+    with right, attempt(_("attribution patching")):
+        approx = run_analysis(request, _("Attribution patching over {over}…").format(over=over))
     lim = shared_limit(real.effect, *([] if approx is None else [approx.effect]))
     with left:
         chart(patching_heatmap(real.effect, real.rows, real.columns,
-                               title=f"Activation patching over {over}", x_title=x_title,
+                               title=_("Activation patching over {over}").format(over=over), x_title=x_title,
                                limit=lim),
               key="hm_patch", name=f"patching-{over}")
     if approx is None:
         return
     with right:
         chart(patching_heatmap(approx.effect, approx.rows, approx.columns,
-                               title="Attribution patching (gradient approximation)",
+                               title=_("Attribution patching (gradient approximation)"),
                                x_title=x_title, limit=lim),
               key="hm_attr_patch", name=f"attribution-patching-{over}")
     cmp = compare(real, approx)

@@ -44,7 +44,7 @@ def search_tab(sel) -> None:
     else:
         state.to_url(hs_q=None, hs_k=None)
     state.show_notices()
-    with attempt("searching the heads"):
+    with attempt(_("searching the heads")):
         found = head_search(SearchRequest(request, kind, None if mode == "pair" else mode,
                                           query, key))
         st.markdown(_("Every head of the {literal} ranked by its {description}.").format(
@@ -76,4 +76,4 @@ def _ranking(found, kind: str, mode: str) -> None:
         row = found.frame.iloc[picked[0]]
         open_head(kind, int(row["layer"]), int(row["head"]))
         st.switch_page("pages/attention.py")
-    download_csv("Head search (CSV)", found.frame, f"head_search_{mode}.csv", "dl_search")
+    download_csv(_("Head search (CSV)"), found.frame, f"head_search_{mode}.csv", "dl_search")
