@@ -1,9 +1,9 @@
 """Head atlas: what every head does across a dataset (viz_core.atlas), as a layer x head map.
 
 Open a finished atlas directory (or a `--task patching` run: the mean and spread of every
-head's patching effect over a dataset of pairs), or run a small atlas here (as a subprocess:
-this server never starts Ray itself). URL state: atlas (the directory), akind, alayer, ahead,
-arole.
+head's patching effect over a dataset of pairs; or a `--task circuit` run: the mean circuit),
+or run a small atlas here (as a subprocess: this server never starts Ray itself). URL state:
+atlas (the directory), akind, alayer, ahead, arole (a circuit run: circ_top).
 """
 
 from pathlib import Path
@@ -16,6 +16,7 @@ from attention_lab.ui.atlas import (
     pick_head,
     pick_kind,
     run_small_atlas,
+    show_circuit_run,
     show_patching_run,
 )
 from attention_lab.ui.charts import chart
@@ -24,6 +25,7 @@ from attention_lab.ui.errors import reported
 from attention_lab.ui.page import selection
 from attention_lab.ui.sidebar import deployment_policy
 from viz_core.atlas import ROLE_LABELS, ROLES, is_atlas, is_patching, load_atlas
+from viz_core.atlas.circuit import is_circuit
 from viz_core.atlas.figures import (
     LABELS,
     head_distribution,
@@ -74,6 +76,9 @@ if not is_atlas(folder):
 
 if is_patching(folder):  # `python -m viz_core.atlas --task patching --pairs FILE`
     show_patching_run(folder)
+    st.stop()
+if is_circuit(folder):  # `--task circuit --pairs FILE`: edge attribution over the pairs
+    show_circuit_run(folder)
     st.stop()
 with reported(_("reading the atlas")):
     atlas = load_atlas(folder)

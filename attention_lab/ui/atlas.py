@@ -1,5 +1,6 @@
 """The Head atlas page's parts (pages/atlas.py): the form that runs a small atlas as a
-subprocess, the head pickers (URL: akind, alayer, ahead), and a head-patching run's view."""
+subprocess, the head pickers (URL: akind, alayer, ahead), and the views of a head-patching run
+and of a circuit run (edge attribution over pairs)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,14 @@ from pathlib import Path
 import streamlit as st
 
 from viz_core.atlas import load_patching
+from viz_core.atlas.circuit import EDGE, load_circuit, mean_edges
 from viz_core.atlas.figures import patching_map, patching_pairs_table, patching_ranking
 from viz_core.atlas.launch import launch, new_run_dir
-from viz_core.i18n import _
+from viz_core.figures.circuit import circuit_figure
+from viz_core.i18n import N_, _, bound, ngettext
 
 from .charts import chart
+from .circuits import kept_slider
 from .controls import BLOCK_KIND_LABELS, block_kind_label, url_number, url_select
 from .errors import reported
 
@@ -23,12 +27,13 @@ MAX_RUN = 5000  # examples a run started from the page may take
 def run_small_atlas(sel, home: Path, runs: list[str]) -> None:
     """The "Run a small atlas" expander: examples typed, uploaded or the probe set; the run
     goes to a new folder under `home`, which the directory box then opens."""
+    N_("Lines typed here"), N_("A file (.txt, .csv, .parquet)"), N_("Only the built-in probe set")
     with st.expander(_("Run a small atlas"), expanded=not runs and not st.session_state.atlas_dir):
         st.write(_("Model: **{model_name}** (the sidebar's). Results go to `{home}`.").format(
                      model_name=sel.model_name, home=home))
         source = st.radio(_("Examples"), ["Lines typed here", "A file (.txt, .csv, .parquet)",
                                        "Only the built-in probe set"], key="atlas_source",
-                          horizontal=True)
+                          horizontal=True, format_func=bound(_))
         typed = upload = None
         if source.startswith("Lines"):
             typed = st.text_area(_("One example per line"), "\n".join(sel.model.examples()),
@@ -106,6 +111,27 @@ def pick_head(n_layers: int, n_heads: int, c1, c2) -> tuple[int, int]:
     return layer, head
 
 
+def run_notices(info: dict) -> None:
+    """The pairs a run could not use (the first one's message), and whether it is partial."""
+    if info.get("failed"):
+        first = (info.get("errors") or [{}])[0]
+        n = int(info["failed"])
+        if info.get("task") == "circuit":
+            said = ngettext("{n:,} pair could not be scored and is left out; the first (pair "
+                            "{example}): {error}", "{n:,} pairs could not be scored and are "
+                            "left out; the first (pair {example}): {error}", n)
+        else:
+            said = ngettext("{n:,} pair could not be patched and is left out; the first (pair "
+                            "{example}): {error}", "{n:,} pairs could not be patched and are "
+                            "left out; the first (pair {example}): {error}", n)
+        st.warning(said.format(n=n, example=first.get("example"), error=first.get("error")),
+                   icon="⚠️")
+    if not info.get("complete"):
+        st.warning(_("Partial run: {done} of {shards} shards finished. Continue it with "
+                     "`--resume`.").format(done=info.get("shards_done"),
+                                           shards=info.get("shards")), icon="⏸️")
+
+
 def show_patching_run(folder: Path) -> None:
     """A `python -m viz_core.atlas --task patching --pairs FILE` run: every head's mean
     patching effect over the pairs, a ranking, and one head's best pairs."""
@@ -116,17 +142,7 @@ def show_patching_run(folder: Path) -> None:
                "effect 0 = the corrupted run's metric, 1 = the clean run's").format(
                  get=info.get('model'), get2=info.get('data'), get3=info.get('patched', 0),
                  get4=info.get('examples', 0)))
-    if info.get("failed"):
-        first = (info.get("errors") or [{}])[0]
-        n_failed = int(info["failed"])
-        st.warning(_("{n_failed:,} {value} could not be patched and {value2} left out; the first "
-                     "(pair {get}): {get2}").format(
-                       n_failed=n_failed, value='pair' if n_failed == 1 else 'pairs',
-                       value2='is' if n_failed == 1 else 'are', get=first.get('example'),
-                       get2=first.get('error')), icon="⚠️")
-    if not info.get("complete"):
-        st.warning(_("Partial run: {get} of {get2} shards finished. Continue it with `--resume`.").format(
-                       get=info.get('shards_done'), get2=info.get('shards')), icon="⏸️")
+    run_notices(info)
     if patched.summary.empty:
         st.info(_("No pair patched yet."))
         return
@@ -149,3 +165,28 @@ def show_patching_run(folder: Path) -> None:
     st.caption(_("The pairs where patching this head restores the most"))
     st.dataframe(patching_pairs_table(patched, kind, layer, head), key="patch_top",
                  hide_index=True, width="stretch")
+
+
+def show_circuit_run(folder: Path) -> None:
+    """A `python -m viz_core.atlas --task circuit --pairs FILE` run: the circuit of the edges
+    with the largest mean score over the pairs, and the table of those edges."""
+    with reported(_("reading the circuit run")):
+        run = load_circuit(folder)
+    info = run.info
+    st.write(_("**Circuit** · **{model}** on `{data}` · {method} · {scored:,} of {pairs:,} pairs "
+               "scored · an edge's score is its share of the clean − corrupted metric, averaged "
+               "over the pairs").format(model=info.get("model"), data=info.get("data"),
+                                        method=info.get("method"), scored=info.get("patched", 0),
+                                        pairs=info.get("examples", 0)))
+    run_notices(info)
+    if run.summary.empty:
+        st.info(_("No pair scored yet."))
+        return
+    edges = mean_edges(run.summary)
+    kept_n = kept_slider(len(edges))
+    order = edges["score"].abs().sort_values(ascending=False, kind="stable").index
+    kept = edges.loc[order[:kept_n]]
+    chart(circuit_figure(edges, kept, title=_("Mean circuit over {n:,} pairs: {k} edges").format(
+        n=int(info.get("patched", 0)), k=len(kept))), key="atlas_circuit", name="atlas-circuit")
+    table = run.summary.loc[order[:kept_n], [*EDGE, "mean", "std", "sem", "min", "max", "n"]]
+    st.dataframe(table, key="atlas_circuit_edges", hide_index=True, width="stretch")

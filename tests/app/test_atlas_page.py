@@ -164,6 +164,36 @@ def test_page_opens_a_patching_run(patching_dir, monkeypatch, tmp_path):
     assert at.query_params["ahead"] in ("3", ["3"])
 
 
+@pytest.fixture(scope="module")
+def circuit_dir(patching_dir):
+    out = patching_dir.parent / "circuit"
+    run_atlas(AtlasConfig(model="lm", data=str(patching_dir.parent / "pairs.csv"),
+                          out=str(out), task="circuit", method="eap", engine="local",
+                          shard_size=2, threads=1))
+    return out
+
+
+def test_page_opens_a_circuit_run(circuit_dir, monkeypatch, tmp_path):
+    """A --task circuit run: the mean circuit with the kept edges (circ_top in the URL) and
+    their table, the largest |mean| first; the unequal pair reported."""
+    from viz_core.atlas import load_circuit
+
+    summary = load_circuit(circuit_dir).summary
+    at = open_page(monkeypatch, tmp_path, model="lm", atlas=circuit_dir, circ_top=4)
+    no_errors(at)
+    assert any("1 pair could not be scored" in w.value and "3 tokens" in w.value
+               for w in at.warning)
+    assert any("**Circuit**" in m.value and "3 of 4 pairs" in m.value for m in at.markdown)
+    table = at.dataframe[0].value
+    want = summary.reindex(summary["mean"].abs().sort_values(ascending=False,
+                                                             kind="stable").index).head(4)
+    assert table["mean"].tolist() == want["mean"].tolist()
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    drawn = [t for t in spec["data"] if t.get("name") == "edge"]
+    assert len(drawn) == 4
+    assert at.query_params["circ_top"] in ("4", ["4"])
+
+
 def _decode(z: dict):
     """Plotly's typed-array form of a numpy array in a figure spec."""
     import base64

@@ -98,3 +98,29 @@ def test_patching_on_ray_with_a_killed_worker_equals_in_process(tmp_path, monkey
             f = f"shards/{kind}-{s:05d}.parquet"
             pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "ray" / f),
                                           pd.read_parquet(tmp_path / "local" / f), obj=f)
+
+
+def test_circuit_on_ray_with_a_killed_worker_equals_in_process(tmp_path, monkeypatch):
+    """Issue 30 item 3: edge attribution over pairs on the Ray engine, one worker killed and
+    its shard retried, gives the in-process rows and summary."""
+    import pandas as pd
+
+    from tests.unit.test_atlas_circuit import PAIRS, ccfg, write_pairs
+
+    pairs = write_pairs(tmp_path / "pairs.csv", PAIRS)
+    local = run_atlas(ccfg(pairs, tmp_path / "local"))
+    flag = tmp_path / "killed"
+    monkeypatch.setenv(KILL_ENV, str(flag))
+    info = run_atlas(ccfg(pairs, tmp_path / "ray", engine="ray", workers=2))
+    assert flag.read_text().startswith("killed during shard")
+    assert info["complete"] and info["run"]["ran_on"] == ["ray"]
+    assert (info["patched"], info["failed"], info["method"]) == \
+        (local["patched"], local["failed"], local["method"])
+    for name in ("circuit.parquet", "circuit_top.parquet"):
+        pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "ray" / name),
+                                      pd.read_parquet(tmp_path / "local" / name), obj=name)
+    for s in range(3):
+        for kind in ("heads", "examples"):
+            f = f"shards/{kind}-{s:05d}.parquet"
+            pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "ray" / f),
+                                          pd.read_parquet(tmp_path / "local" / f), obj=f)

@@ -1,6 +1,8 @@
 """python -m viz_core.atlas --model NAME --data FILE --out DIR [--address ADDR] [--limit N]
 [--batch B] [--resume] [--engine auto|ray|local]
 python -m viz_core.atlas --task patching --model NAME --pairs FILE --out DIR [...]
+python -m viz_core.atlas --task circuit --model NAME --pairs FILE --out DIR
+[--method eap|eap-ig|exact] [--steps N] [...]
 
 Runs the head atlas in this process or on Ray Data. --engine auto (the default) runs
 in-process and moves the rest of the run to a local Ray once it would take longer than Ray's
@@ -8,7 +10,9 @@ start-up costs (docs/ATLAS.md, "Which engine"); with --address it runs on that R
 --data takes a .txt file (one example per line), a .csv/.tsv or .parquet file with a `text`
 column, or `probe` (the built-in repeated-random-token set). --task patching patches every
 head on each (clean, corrupted) pair of --pairs (a CSV with the columns clean, corrupted and
-optionally token, against) and reports the mean and spread of each head's effect.
+optionally token, against) and reports the mean and spread of each head's effect. --task
+circuit scores every edge between components on each pair (edge attribution, --method,
+default eap-ig with --steps 5) and reports the mean and spread of each edge's score.
 Exit codes: 0 done, 2 bad input or settings, 130 interrupted (resume with --resume).
 """
 
@@ -23,11 +27,16 @@ def main(argv: list[str] | None = None, prog: str = "python -m viz_core.atlas") 
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True, help="shipped name, 'minilm', a path or an id")
     ap.add_argument("--data", help="a .txt/.csv/.parquet file, or 'probe' (task roles)")
-    ap.add_argument("--task", choices=("roles", "patching"), default="roles",
+    ap.add_argument("--task", choices=("roles", "patching", "circuit"), default="roles",
                     help="roles (default): what each head does; patching: head patching "
-                    "over --pairs")
-    ap.add_argument("--pairs", help="task patching: a CSV with the columns clean, corrupted "
-                    "(optional: token, against)")
+                    "over --pairs; circuit: edge attribution over --pairs")
+    ap.add_argument("--pairs", help="tasks patching and circuit: a CSV with the columns "
+                    "clean, corrupted (optional: token, against)")
+    ap.add_argument("--method", choices=("eap", "eap-ig", "exact"),
+                    help="task circuit: eap (one backward pass), eap-ig (default; --steps "
+                    "gradients) or exact (one patched run per edge: small models only)")
+    ap.add_argument("--steps", type=int, default=5, help="task circuit, eap-ig: integration "
+                    "steps (default 5)")
     ap.add_argument("--out", required=True, help="output directory")
     ap.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
     ap.add_argument("--limit", type=int, help="first N examples only")
@@ -44,11 +53,13 @@ def main(argv: list[str] | None = None, prog: str = "python -m viz_core.atlas") 
     ap.add_argument("--threads", type=int, help="torch threads per worker")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     args = ap.parse_args(argv)
-    if args.task == "patching" and not (args.pairs or args.data):
-        ap.error("--task patching needs --pairs FILE (columns clean, corrupted[, token, "
+    if args.task != "roles" and not (args.pairs or args.data):
+        ap.error(f"--task {args.task} needs --pairs FILE (columns clean, corrupted[, token, "
                  "against])")
     if args.task == "roles" and args.pairs:
-        ap.error("--pairs goes with --task patching; the role atlas reads --data")
+        ap.error("--pairs goes with --task patching or circuit; the role atlas reads --data")
+    if args.task != "circuit" and args.method:
+        ap.error("--method goes with --task circuit")
     if args.task == "roles" and not args.data:
         ap.error("the following arguments are required: --data")
 
@@ -58,7 +69,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m viz_core.atlas") 
     from . import AtlasConfig, run_atlas
 
     cfg = AtlasConfig(model=args.model, data=args.pairs or args.data, out=args.out,
-                      address=args.address, task=args.task,
+                      address=args.address, task=args.task, method=args.method or "eap-ig",
+                      steps=args.steps,
                       limit=args.limit, batch=args.batch, resume=args.resume,
                       engine=args.engine, workers=args.workers, shard_size=args.shard_size,
                       probe=args.probe, device=args.device, threads=args.threads)
@@ -92,13 +104,14 @@ def main(argv: list[str] | None = None, prog: str = "python -m viz_core.atlas") 
     run = info["run"]
     rate = run.get("examples_per_s")
     engines = " then ".join(e for e in ("local", "ray") if e in run.get("ran_on", []))
-    if info.get("task") == "patching":
+    if info.get("task") in ("patching", "circuit"):
         first = (info.get("errors") or [{}])[0].get("error")
+        verb = "patched" if info["task"] == "patching" else f"scored ({info.get('method')})"
         if info["examples"] and not info["patched"]:
-            print(f"atlas: none of the {info['examples']} pairs could be patched; the first: "
-                  f"{first}", file=sys.stderr)
+            print(f"atlas: none of the {info['examples']} pairs could be {verb.split()[0]}; "
+                  f"the first: {first}", file=sys.stderr)
             return 2
-        print(f"atlas: patched {info['patched']} of {info['examples']} pairs, "
+        print(f"atlas: {verb} {info['patched']} of {info['examples']} pairs, "
               f"{info['shards_done']} shards in {args.out}"
               f"{f' ({engines})' if engines else ''}; "
               f"{f'{rate:.2f} pairs/s' if rate else 'nothing new to run'}; "

@@ -23,13 +23,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..errors import VizError
-from ..model.choices import AtlasEngine, AtlasTask, options
+from ..model.choices import AtlasEngine, AtlasTask, EdgeMethod, choose, options
 from .inputs import PROBE, AtlasError, InputStats, probe_texts, read_examples
 from .layout import MANIFEST, PROGRESS, input_path, read_json, shard_done, write_atomic, write_json
 from .worker import AtlasWorker
 
 RAY_PAYOFF_S = 60.0  # auto: Ray pays off above this many in-process seconds (docs/ATLAS.md)
 TASKS = options(AtlasTask)
+PAIR_TASKS = ("patching", "circuit")  # tasks over (clean, corrupted) pairs
 ENGINES = options(AtlasEngine)
 
 KILL_ENV = "ATTENTION_LAB_ATLAS_KILL_ONCE"  # test hook: a flag file; one worker exits once
@@ -56,7 +57,9 @@ class AtlasConfig:
     device: str = "auto"
     threads: int | None = None  # torch threads per worker (default: CPUs / workers)
     seed: int = 0
-    task: AtlasTask = "roles"  # "patching": data = a CSV of clean/corrupted pairs
+    task: AtlasTask = "roles"  # "patching", "circuit": data = a CSV of clean/corrupted pairs
+    method: EdgeMethod = "eap-ig"  # circuit: edge attribution's method and its IG steps
+    steps: int = 5
     ray_after_s: float | None = None  # auto: Ray once the rest would take longer in-process
     # than this many seconds (default RAY_PAYOFF_S); not in the identity: both engines write
     # the same rows
@@ -72,6 +75,8 @@ class AtlasConfig:
                  "seed": self.seed}
         if self.task != "roles":  # (a roles run keeps the identity of older versions)
             ident["task"] = self.task
+        if self.task == "circuit":
+            ident.update(method=self.method, steps=self.steps)
         return ident
 
 
@@ -117,14 +122,14 @@ def prepare(cfg: AtlasConfig, out: Path, model_for_probes: Callable[[], object])
             shard, ids, texts = shard + 1, [], []
 
     n_probe = cfg.probe
-    if cfg.task == "patching":
+    if cfg.task in PAIR_TASKS:
         from .pairs import PairStats, read_pairs
 
         stats, n_probe = PairStats(), 0
         source = read_pairs(cfg.data, stats, cfg.limit)
     elif cfg.data != PROBE:
         source = read_examples(cfg.data, stats, cfg.limit)
-    if cfg.task == "patching" or cfg.data != PROBE:
+    if cfg.task in PAIR_TASKS or cfg.data != PROBE:
         for text in source:
             ids.append(next_id)
             texts.append(text)
@@ -219,8 +224,11 @@ def choose_engine(rest_examples: int, seconds_per_example: float, workers: int,
 
 def _run_ray(cfg: AtlasConfig, out: Path, pending: list[int], workers: int, threads: int,
              on_shard: Callable[[dict], None], check_stop: Callable[[], None],
-             kill_once: str | None, worker_cls: type = AtlasWorker) -> None:
+             kill_once: str | None, worker_cls: type = AtlasWorker,
+             extra: dict | None = None) -> None:
     import ray
+
+    extra = extra or {}
     import ray.data
 
     owns = _ray_init(cfg, workers)
@@ -239,7 +247,7 @@ def _run_ray(cfg: AtlasConfig, out: Path, pending: list[int], workers: int, thre
                 worker_cls, batch_size=1, compute=ray.data.ActorPoolStrategy(size=workers),
                 fn_constructor_kwargs={"model": cfg.model, "out": str(out),
                                        "batch": cfg.batch, "device": cfg.device,
-                                       "threads": threads, "kill_once": kill_once},
+                                       "threads": threads, "kill_once": kill_once, **extra},
                 num_cpus=0 if gpus else threads, num_gpus=gpus,
                 max_restarts=3, max_task_retries=3)  # a killed actor: restarted, shard retried
         # Progress from the shard files themselves: Ray Data hands results to the driver in
@@ -286,7 +294,14 @@ def run_atlas(cfg: AtlasConfig, progress: Callable[[dict], None] | None = None,
     if cfg.engine not in ENGINES:
         raise AtlasError(f"Unknown engine {cfg.engine!r}: 'auto', 'ray' or 'local'.")
     if cfg.task not in TASKS:
-        raise AtlasError(f"Unknown task {cfg.task!r}: 'roles' or 'patching'.")
+        raise AtlasError(f"Unknown task {cfg.task!r}: 'roles', 'patching' or 'circuit'.")
+    extra = {}  # the worker's own settings, beside the common ones
+    if cfg.task == "circuit":
+        extra = {"method": choose(cfg.method, EdgeMethod, "method")}
+        if isinstance(cfg.steps, bool) or not isinstance(cfg.steps, int) or \
+                not 1 <= cfg.steps <= 1000:
+            raise AtlasError(f"--steps must be a whole number from 1 to 1000, not {cfg.steps!r}.")
+        extra["steps"] = cfg.steps
     if cfg.batch < 1 or cfg.shard_size < 1 or (cfg.limit is not None and cfg.limit < 1):
         raise AtlasError("--batch, --limit and the shard size must be at least 1.")
     if cfg.address and cfg.engine != "local":  # before anything is read or written
@@ -304,12 +319,16 @@ def run_atlas(cfg: AtlasConfig, progress: Callable[[dict], None] | None = None,
         from .patching import PatchingWorker, summarize_patching
 
         worker_cls, summarise = PatchingWorker, summarize_patching
+    elif cfg.task == "circuit":
+        from .circuit import CircuitWorker, summarize_circuit
+
+        worker_cls, summarise = CircuitWorker, summarize_circuit
     local: list = []
 
     def local_worker():
         if not local:
             local.append(worker_cls(cfg.model, str(out), cfg.batch, cfg.device, cfg.threads,
-                                    kill_once=None))
+                                    kill_once=None, **extra))
         return local[0]
 
     manifest = prepare(cfg, out, lambda: local_worker().model)
@@ -375,7 +394,7 @@ def run_atlas(cfg: AtlasConfig, progress: Callable[[dict], None] | None = None,
                 check_stop()
         elif todo:
             _run_ray(cfg, out, todo, workers, threads, on_shard, check_stop, kill_once,
-                     worker_cls)
+                     worker_cls, extra)
             ran["ray"] = len(todo)
     except BaseException as err:
         write_json(out / PROGRESS, {**(read_json(out / PROGRESS) or {}), "state": "stopped",

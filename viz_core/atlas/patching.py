@@ -14,6 +14,10 @@ the same interface as the role worker (worker.py) and writes the same two files 
 Summary (streamed shard by shard): patching.parquet (kind, layer, head, n, mean, std, sem,
 min, max), patching_top.parquet (the TOP_K pairs with the largest effect per head) and
 atlas.json (task "patching", counts, the metric, the first errors).
+
+The machinery is shared with `--task circuit` (circuit.py): a ``PairTask`` names a task's
+unit (a head here; an edge there), its value column and its summary files, and a worker
+subclass says how one pair is measured (``measure``).
 """
 
 from __future__ import annotations
@@ -39,11 +43,8 @@ from .layout import (
     write_json,
 )
 
-TASK = "patching"
 HEAD = ["kind", "layer", "head"]
 TOP_K = 5
-SUMMARY = "patching.parquet"
-TOP = "patching_top.parquet"
 STATS = ["n", "mean", "std", "sem", "min", "max"]
 
 
@@ -61,6 +62,23 @@ def _schemas():
 
 
 PAIRS_SCHEMA, EFFECTS_SCHEMA = _schemas()
+
+
+@dataclass(frozen=True)
+class PairTask:
+    """A task over (clean, corrupted) pairs: per pair, one value per unit."""
+
+    name: str  # the --task name, kept in the manifest's config
+    unit: tuple[str, ...]  # the columns naming a unit: a head, an edge
+    value: str  # the column of its value
+    schema: object  # pyarrow schema of the per-unit rows: example, *unit, value
+    summary: str  # file of the per-unit statistics
+    top: str  # file of the TOP_K pairs per unit
+
+
+PATCHING = PairTask("patching", tuple(HEAD), "effect", EFFECTS_SCHEMA, "patching.parquet",
+                    "patching_top.parquet")
+TASK, SUMMARY, TOP = PATCHING.name, PATCHING.summary, PATCHING.top
 
 
 def head_cells(p) -> list[tuple[str, int, int, float]]:
@@ -89,7 +107,10 @@ def head_cells(p) -> list[tuple[str, int, int, float]]:
 
 class PatchingWorker:
     """Holds one model; `run_shard(i)` patches every pair of input shard i. The same
-    interface as worker.AtlasWorker, so the engine runs it in-process or as a Ray actor."""
+    interface as worker.AtlasWorker, so the engine runs it in-process or as a Ray actor.
+    Subclasses (circuit.CircuitWorker) set ``task`` and ``measure``."""
+
+    task = PATCHING
 
     def __init__(self, model: str, out: str, batch: int = 8, device: str = "auto",
                  threads: int | None = None, kill_once: str | None = None):
@@ -106,6 +127,12 @@ class PatchingWorker:
         done = [self.run_shard(int(s)) for s in batch["shard"]]
         return {k: np.array([d[k] for d in done]) for k in done[0]}
 
+    def measure(self, row: dict) -> tuple[object, list[tuple]]:
+        """(the result: .metric, .clean, .corrupted, .tokens; its (*unit, value) rows)."""
+        p = self.model.patch(row["clean"], row["corrupted"], token=row["token"],
+                             against=row["against"], over="heads")
+        return p, head_cells(p)
+
     def _maybe_die(self, shard: int) -> None:
         """Test hook (as in AtlasWorker): the first worker past a shard's first pair exits."""
         import os
@@ -120,17 +147,17 @@ class PatchingWorker:
 
         t0 = time.perf_counter()
         table = pq.read_table(input_path(self.out, shard)).to_pylist()
+        schema = self.task.schema
         pairs: dict[str, list] = {f.name: [] for f in PAIRS_SCHEMA}
-        eff: dict[str, list] = {f.name: [] for f in EFFECTS_SCHEMA}
+        eff: dict[str, list] = {f.name: [] for f in schema}
+        columns = [f.name for f in schema][1:]  # *unit, value
         for i, row in enumerate(table):
             if i > 0:
                 self._maybe_die(shard)
             for k in ("example", "clean", "corrupted", "token", "against"):
                 pairs[k].append(row[k])
             try:
-                p = self.model.patch(row["clean"], row["corrupted"], token=row["token"],
-                                     against=row["against"], over="heads")
-                cells = head_cells(p)
+                p, cells = self.measure(row)
             except VizError as err:
                 for k in ("metric", "clean_metric", "corrupted_metric", "n_tokens"):
                     pairs[k].append(None)
@@ -142,30 +169,30 @@ class PatchingWorker:
             toks = getattr(p, "tokens", None)
             pairs["n_tokens"].append(len(toks) if toks else None)
             pairs["error"].append(None)
-            for kind, layer, head, v in cells:
+            for cell in cells:
                 eff["example"].append(row["example"])
-                eff["kind"].append(kind)
-                eff["layer"].append(layer)
-                eff["head"].append(head)
-                eff["effect"].append(v)
+                for name, v in zip(columns, cell):
+                    eff[name].append(v)
         write_atomic(examples_path(self.out, shard), pa.table(pairs, schema=PAIRS_SCHEMA))
-        # the heads file is the shard's "done" mark: written last
-        write_atomic(heads_path(self.out, shard), pa.table(eff, schema=EFFECTS_SCHEMA))
-        return {"shard": shard, "examples": len(table), "rows": len(eff["effect"]),
+        # the per-unit file (heads-*.parquet, for edges too) is the shard's "done" mark
+        write_atomic(heads_path(self.out, shard), pa.table(eff, schema=schema))
+        return {"shard": shard, "examples": len(table), "rows": len(eff[self.task.value]),
                 "seconds": time.perf_counter() - t0}
 
 
 # ---- summary -------------------------------------------------------------------------------
 class _Moments:
-    """Count, mean and sum of squared deviations per head, merged shard by shard (Chan et
-    al.'s pairwise update: no loss of precision from a running sum of squares)."""
+    """Count, mean and sum of squared deviations per unit, merged shard by shard (Chan et
+    al.'s pairwise update: no loss of precision from a running sum of squares). The top pairs
+    of a unit are those of the largest value, or of the largest |value| (``by_size``)."""
 
-    def __init__(self):
+    def __init__(self, unit=tuple(HEAD), value: str = "effect", by_size: bool = False):
+        self.unit, self.value, self.by_size = list(unit), value, by_size
         self.frame: pd.DataFrame | None = None
         self.top: pd.DataFrame | None = None
 
     def add(self, df: pd.DataFrame) -> None:
-        g = df.groupby(HEAD, sort=False)["effect"]
+        g = df.groupby(self.unit, sort=False)[self.value]
         part = pd.DataFrame({"n": g.count(), "mean": g.mean(), "min": g.min(), "max": g.max()})
         part["m2"] = g.var(ddof=0).fillna(0.0) * part["n"]
         if self.frame is None:
@@ -182,31 +209,35 @@ class _Moments:
             self.frame = pd.DataFrame({"n": n, "mean": mean, "min": both["min"].min(axis=1),
                                        "max": both["max"].max(axis=1), "m2": m2})
         both = df if self.top is None else pd.concat([self.top, df])
-        both = both.sort_values(["effect", "example"], ascending=[False, True], kind="stable")
-        self.top = both.groupby(HEAD, sort=False).head(TOP_K)
+        key = both[self.value].abs() if self.by_size else both[self.value]
+        both = both.assign(_key=key).sort_values(["_key", "example"], ascending=[False, True],
+                                                 kind="stable").drop(columns="_key")
+        self.top = both.groupby(self.unit, sort=False).head(TOP_K)
 
     def tables(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        unit, value = self.unit, self.value
         if self.frame is None:
-            return (pd.DataFrame(columns=[*HEAD, *STATS]),
-                    pd.DataFrame(columns=[*HEAD, "rank", "example", "effect"]))
+            return (pd.DataFrame(columns=[*unit, *STATS]),
+                    pd.DataFrame(columns=[*unit, "rank", "example", value]))
         f = self.frame.reset_index()
         f["n"] = f["n"].astype(int)
         f["std"] = np.where(f["n"] > 1, np.sqrt(f["m2"] / (f["n"] - 1).clip(lower=1)), np.nan)
         f["sem"] = f["std"] / np.sqrt(f["n"])
-        summary = f[[*HEAD, *STATS]].sort_values(HEAD).reset_index(drop=True)
-        top = self.top.assign(rank=self.top.groupby(HEAD).cumcount())
-        top = top[[*HEAD, "rank", "example", "effect"]].sort_values([*HEAD, "rank"])
+        summary = f[[*unit, *STATS]].sort_values(unit).reset_index(drop=True)
+        top = self.top.assign(rank=self.top.groupby(unit).cumcount())
+        top = top[[*unit, "rank", "example", value]].sort_values([*unit, "rank"])
         return summary, top.reset_index(drop=True)
 
 
-def summarize_patching(out: Path, complete: bool, run: dict | None = None) -> dict:
-    """Write patching.parquet, patching_top.parquet and atlas.json from the finished shards
-    of `out`; returns the info dict. Safe on a partial run."""
+def summarize_pairs(task: PairTask, out: Path, complete: bool, run: dict | None = None,
+                    **extra) -> dict:
+    """Write the task's summary and top files and atlas.json from the finished shards of
+    `out`; returns the info dict (``extra`` added to it). Safe on a partial run."""
     import pyarrow.parquet as pq
 
     out = Path(out)
     manifest = read_json(out / MANIFEST) or {}
-    moments = _Moments()
+    moments = _Moments(task.unit, task.value, by_size=task is not PATCHING)
     counts = {"examples": 0, "failed": 0}
     metrics: dict[str, int] = {}
     errors: list[dict] = []
@@ -227,19 +258,18 @@ def summarize_patching(out: Path, complete: bool, run: dict | None = None) -> di
         if len(df):
             moments.add(df)
     summary, top = moments.tables()
-    summary.to_parquet(out / SUMMARY, index=False)
-    top.to_parquet(out / TOP, index=False)
+    summary.to_parquet(out / task.summary, index=False)
+    top.to_parquet(out / task.top, index=False)
     old = read_json(out / INFO) or {}
     cfg = manifest.get("config", {})
     info = {
-        "task": TASK, "model": cfg.get("model"), "data": cfg.get("data"),
+        "task": task.name, "model": cfg.get("model"), "data": cfg.get("data"),
         "complete": complete and len(shards) == manifest.get("shards"),
         "shards": manifest.get("shards"), "shards_done": len(shards),
         "planned_examples": manifest.get("examples"), **counts,
         "patched": counts["examples"] - counts["failed"], "probe_examples": 0,
         "token_cut": 0, "input": manifest.get("input", {}), "metrics": metrics,
-        "errors": errors,
-        "kinds": sorted(summary["kind"].unique().tolist()) if len(summary) else [],
+        "errors": errors, **extra,
         "run": run if run is not None else old.get("run", {}),
         "written": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
@@ -247,14 +277,24 @@ def summarize_patching(out: Path, complete: bool, run: dict | None = None) -> di
     return info
 
 
+def summarize_patching(out: Path, complete: bool, run: dict | None = None) -> dict:
+    """patching.parquet, patching_top.parquet and atlas.json (with the kinds of head)."""
+    info = summarize_pairs(PATCHING, out, complete, run)
+    summary = pd.read_parquet(Path(out) / SUMMARY)
+    info["kinds"] = sorted(summary["kind"].unique().tolist()) if len(summary) else []
+    write_json(Path(out) / INFO, info)
+    return info
+
+
 @dataclass
 class PatchingAtlas:
-    """A finished (or partial) patching run read back from its directory."""
+    """A finished (or partial) pair-task run read back from its directory (patching; a
+    circuit run is read as this too, its units edges)."""
 
     path: Path
     info: dict
-    summary: pd.DataFrame  # kind, layer, head, n, mean, std, sem, min, max
-    top: pd.DataFrame  # kind, layer, head, rank, example, effect
+    summary: pd.DataFrame  # *unit (kind, layer, head), n, mean, std, sem, min, max
+    top: pd.DataFrame  # *unit, rank, example, value (effect)
 
     def pairs(self, ids: list[int] | None = None) -> pd.DataFrame:
         """The pairs (texts, token, metric values, error), all or some, shard by shard."""
@@ -274,18 +314,29 @@ class PatchingAtlas:
         return df.set_index("example", drop=False)
 
 
+def run_task(path: str | Path) -> str | None:
+    """The --task of the atlas run in ``path`` (None: no manifest there)."""
+    info = read_json(Path(path) / MANIFEST)
+    return None if info is None else info.get("config", {}).get("task", "roles")
+
+
 def is_patching(path: str | Path) -> bool:
-    info = read_json(Path(path) / MANIFEST) or {}
-    return info.get("config", {}).get("task") == TASK
+    return run_task(path) == TASK
 
 
-def load_patching(path: str | Path) -> PatchingAtlas:
+def load_pairs(task: PairTask, path: str | Path, summarise) -> PatchingAtlas:
+    """A ``task`` run read back (``summarise(path, complete=False)`` first if it was never
+    summarised, e.g. a run stopped early)."""
     from .inputs import AtlasInputError
 
     path = Path(path).expanduser()
-    if not is_patching(path):
-        raise AtlasInputError(f"{path} is not the output of an atlas --task patching run.")
-    if not (path / INFO).is_file() or not (path / SUMMARY).is_file():
-        summarize_patching(path, complete=False)
-    return PatchingAtlas(path, read_json(path / INFO) or {}, pd.read_parquet(path / SUMMARY),
-                         pd.read_parquet(path / TOP))
+    if run_task(path) != task.name:
+        raise AtlasInputError(f"{path} is not the output of an atlas --task {task.name} run.")
+    if not (path / INFO).is_file() or not (path / task.summary).is_file():
+        summarise(path, complete=False)
+    return PatchingAtlas(path, read_json(path / INFO) or {},
+                         pd.read_parquet(path / task.summary), pd.read_parquet(path / task.top))
+
+
+def load_patching(path: str | Path) -> PatchingAtlas:
+    return load_pairs(PATCHING, path, summarize_patching)

@@ -176,14 +176,16 @@ def is_atlas(path: Path) -> bool:
 def load_atlas(path: str | Path) -> Atlas:
     """Read an atlas directory; summarises it first when only shards are there."""
     from .inputs import AtlasInputError
-    from .patching import is_patching
+    from .patching import run_task
 
     path = Path(path).expanduser()
     if not is_atlas(path):
         raise AtlasInputError(f"{path} is not an atlas output directory (no {MANIFEST}).")
-    if is_patching(path):
-        raise AtlasInputError(f"{path} holds a head-patching run (--task patching): read it "
-                              "with viz_core.atlas.load_patching.")
+    task = run_task(path)
+    if task in ("patching", "circuit"):
+        what = "a head-patching run" if task == "patching" else "a circuit run"
+        raise AtlasInputError(f"{path} holds {what} (--task {task}): read it with "
+                              f"viz_core.atlas.load_{task}.")
     if not (path / INFO).is_file() or not (path / "summary.parquet").is_file():
         summarize(path, complete=False)
     info = read_json(path / INFO) or {}

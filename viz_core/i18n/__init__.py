@@ -83,6 +83,21 @@ def ngettext(singular: str, plural: str, n: int) -> str:
     return translations(_language.get()).ngettext(singular, plural, n)
 
 
+def bound(fn):
+    """`fn` that always runs in this context's current language: for a widget's format_func,
+    which a caller may invoke outside the run that drew the widget (Streamlit's AppTest)."""
+    lang = _language.get()
+
+    def call(*args, **kwargs):
+        token = _language.set(lang)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _language.reset(token)
+
+    return call
+
+
 def N_(message: str) -> str:
     """Marks a constant for extraction; translate it where it is shown with _()."""
     return message

@@ -47,7 +47,7 @@ SinusoidLayout = Literal["interleaved", "half"]  # sin/cos interleaved, or sin h
 GridScale = Literal["fixed", "thumbnail"]
 Split = Literal["train", "test"]
 AtlasEngine = Literal["auto", "ray", "local"]  # local: in-process
-AtlasTask = Literal["roles", "patching"]  # the head atlas, or head patching over pairs
+AtlasTask = Literal["roles", "patching", "circuit"]  # the head atlas; patching or edges over pairs
 YearDigits = Literal["decade", "all"]
 
 T = TypeVar("T")
