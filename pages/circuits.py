@@ -50,7 +50,7 @@ corrupted = url_text_box(_("Corrupted text"), "circ_corrupt", _("The same number
                          "something changed (faithfulness 0)."), limit=state.MAX_TEXT_CHARS,
                          area=True, container=p2, default=suggestion[0] if suggestion else "")
 method = url_select(_("Method"), "circ_method", METHODS, "eap", widget="radio", horizontal=True,
-                    format_func=METHOD_LABELS.get,
+                    format_func=lambda m: _(METHOD_LABELS[m]),
                     help=_("EAP: one backward pass. EAP-IG: five, closer to exact where the "
                          "model is far from linear. Exact: one patched run per edge."))
 state.show_notices()
@@ -68,7 +68,7 @@ with attempt(_("finding the circuit")):
     if method != "exact" or confirmed_exact(sel, clean, corrupted):
         request = edges_request(sel, clean, corrupted, method)
         result = run_analysis(request, _("Scoring every edge ({value})…").format(
-                                           value=METHOD_LABELS[method]))
+                                           value=_(METHOD_LABELS[method])))
     if result is not None:
         for w in result.warnings:
             st.warning(literal(w), icon="✂️")
@@ -86,7 +86,7 @@ with attempt(_("finding the circuit")):
         with graph:
             fig = circuit_figure(edges, kept, title=_("Top {top} of {n_edges:,} edges ({value})").format(
                                                         top=top, n_edges=len(edges),
-                                                        value=METHOD_LABELS[method]))
+                                                        value=_(METHOD_LABELS[method])))
             event = chart(fig, key=f"circuit_{method}_{top}", on_select="rerun",
                           name="circuit")
             open_clicked_head(event)

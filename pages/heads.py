@@ -24,7 +24,7 @@ from attention_lab.ui.runs import (
 from viz_core.analysis.heads import kv_group_heads, kv_group_table, layer_to_layer_divergence
 from viz_core.figures.aggregates import head_similarity_figure
 from viz_core.figures.heatmap import matrix_heatmap
-from viz_core.i18n import N_, _
+from viz_core.i18n import N_, _, bound
 
 # families whose layers share one set of attention weights (the same module, called per layer)
 SHARED_WEIGHTS = {"albert": N_("ALBERT shares one layer's weights across all its layers")}
@@ -75,7 +75,7 @@ def similarity() -> None:
     state.widget_default("sim_kind", state.url_choice("sim_kind", block_kinds, block_kinds[0]))
     if st.session_state.sim_kind not in block_kinds:
         st.session_state.sim_kind = block_kinds[0]
-    kind = st.selectbox(_("Block"), block_kinds, key="sim_kind", format_func=block_kind_label)
+    kind = st.selectbox(_("Block"), block_kinds, key="sim_kind", format_func=bound(block_kind_label))
     state.to_url(sim_kind=kind)
     state.show_notices()
     matrix, labels, order = head_similarity(request, kind)

@@ -23,7 +23,7 @@ def head_tabs(trace, figure, kind: str, block, head: int) -> None:
     built and sent (switching tabs reruns the fragment). `figure(name, params, build)`: the
     page's cached_figure for this trace."""
     _heads, n_q, n_k = block.shape
-    tab_hv, tab_agg, tab_roll = st.tabs(["Head view", "Mean / max over heads", "Rollout"],
+    tab_hv, tab_agg, tab_roll = st.tabs([_("Head view"), _("Mean / max over heads"), _("Rollout")],
                                         key="attn_tab", on_change="rerun")
     with tab_hv:
         heads = st.multiselect(_("Heads"), list(range(block.n_heads)), default=[head],

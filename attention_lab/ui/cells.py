@@ -14,6 +14,7 @@ from collections.abc import Mapping
 import streamlit as st
 
 from viz_core.figures.cells import MAX_CLICK_CELLS, has_clickable_cells, outline_cell
+from viz_core.i18n import _
 
 from .charts import chart
 
@@ -111,19 +112,22 @@ def click_caption(clickable: bool, n_q: int, n_k: int, *, pooled: bool = False,
                   window: bool = False) -> str:
     """One sentence under a heatmap: whether (and where) a click opens a cell's QK attribution."""
     side = int(MAX_CLICK_CELLS ** 0.5)
-    where = "window" if window else "map"
-    pick = "pick a cell under “Why does this head attend here?”"
+    where = _("window") if window else _("map")
+    pick = _("pick a cell under “Why does this head attend here?”")
     if clickable:
-        return (f"Click a cell of this {where} to see why the head attends there (its QK "
-                "attribution, under “Why does this head attend here?”).")
+        return _("Click a cell of this {where} to see why the head attends there (its QK "
+                 "attribution, under “Why does this head attend here?”).").format(where=where)
     if pooled:
-        return ("Its cells are block means, not single query → key pairs, so a click here "
-                "opens nothing: click a cell of the zoom window below (exact cells) to see why "
-                "the head attends there.")
+        return _("Its cells are block means, not single query → key pairs, so a click here "
+                 "opens nothing: click a cell of the zoom window below (exact cells) to see why "
+                 "the head attends there.")
     if n_q * n_k <= MAX_CLICK_CELLS:  # few cells but long labels: one figure's byte budget
-        shrink = "shrink the window or " if window else ""
-        return (f"This {where}'s token labels are too long to give every cell a click target "
-                f"within one figure's size: {shrink}{pick}.")
-    shrink = f"set the window size to at most {side} to click its cells, or " if window else ""
-    return (f"This {where} has {n_q:,} × {n_k:,} cells, more than the {MAX_CLICK_CELLS:,} "
-            f"({side} × {side}) that can be clicked one by one: {shrink}{pick}.")
+        shrink = _("shrink the window or ") if window else ""
+        return _("This {where}'s token labels are too long to give every cell a click target "
+                 "within one figure's size: {shrink}{pick}.").format(where=where, shrink=shrink,
+                                                                      pick=pick)
+    shrink = _("set the window size to at most {side} to click its cells, or ").format(
+        side=side) if window else ""
+    return _("This {where} has {n_q:,} × {n_k:,} cells, more than the {limit:,} ({side} × "
+             "{side}) that can be clicked one by one: {shrink}{pick}.").format(
+        where=where, n_q=n_q, n_k=n_k, limit=MAX_CLICK_CELLS, side=side, shrink=shrink, pick=pick)

@@ -13,18 +13,18 @@ import streamlit as st
 
 import viz_core as vc
 from viz_core.figures.circuit import HEAD
-from viz_core.i18n import _
+from viz_core.i18n import N_, _
 
 from . import state
 from .errors import translated
 from .runs import AnalysisRequest, model_slot, model_spinner, run_analysis
 
 METHODS = ["eap", "eap-ig", "exact"]
-METHOD_LABELS = {"eap": "EAP", "eap-ig": "EAP-IG (5 steps)", "exact": "Exact patching"}
+METHOD_LABELS = {"eap": "EAP", "eap-ig": N_("EAP-IG (5 steps)"), "exact": N_("Exact patching")}
 CONFIRM_ABOVE = 2000  # exact patching asks first above this many forward passes
 MAX_KEPT = 300  # the slider's top (one line per drawn edge)
 CURVE_POINTS = 12
-QK_TAB = "Why this score?"  # the label of the QK tab of Which heads matter
+QK_TAB = N_("Why this score?")  # the label of the QK tab of Which heads matter
 
 
 def edges_request(sel, clean: str, corrupted: str, method: str) -> AnalysisRequest:
@@ -124,7 +124,7 @@ def open_head(name: str) -> None:
     attribution and QK attribution are that page's tabs)."""
     found = head_of(name)
     if found:
-        st.session_state.update(qk_block=found[0], qk_head=found[1], tab=QK_TAB)
+        st.session_state.update(qk_block=found[0], qk_head=found[1], tab=_(QK_TAB))
         st.switch_page("pages/heads_matter.py")
 
 
@@ -134,7 +134,7 @@ def head_picker(heads: list[str]) -> None:
     if st.session_state.pop("circ_go", None):
         open_head(st.session_state.get("circ_head", ""))
     h1, h2 = st.columns([3, 1])
-    h1.selectbox(_("A head of the circuit"), heads or ["(no head kept)"], key="circ_head",
+    h1.selectbox(_("A head of the circuit"), heads or [_("(no head kept)")], key="circ_head",
                  disabled=not heads)
     h2.button(_("Open on Which heads matter"), key="circ_open", disabled=not heads,
               on_click=st.session_state.__setitem__, args=("circ_go", True))

@@ -193,9 +193,10 @@ def why_cell(sel, block, head: int) -> WhyCell:
             side, pos = ("query", q) if q >= n_q else ("key", k)
             tokens = block.query_tokens if side == "query" else block.key_tokens
             token = tokens[pos] if pos < len(tokens) else ""
-            notice = (f"The clicked {side}, {pos} ({literal(repr(str(token)))}), is a "
-                      f"generated token: QK attribution runs the prompt alone (positions "
-                      f"0–{n_q - 1}); click a cell of the prompt.")
+            notice = _("The clicked {side}, {pos} ({token}), is a generated token: QK "
+                       "attribution runs the prompt alone (positions 0–{last}); click a cell of "
+                       "the prompt.").format(side=_(side), pos=pos, token=literal(repr(str(token))),
+                                             last=n_q - 1)
     state.widget_default("why_q", state.url_int("why_q", n_q - 1, 0, n_q - 1))
     st.session_state.why_q = max(0, min(n_q - 1, int(st.session_state.why_q)))
     strongest = int(np.argmax(block.window(head, (st.session_state.why_q,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from viz_core.i18n import N_, _
+from viz_core.i18n import N_, _, bound
 
 from . import state
 
@@ -61,6 +61,8 @@ def url_select(label: str, key: str, options, default=None, *, url_key: str | No
     kept = _nearest(value, options, numbers, default)
     if kept != value:
         st.session_state[key] = kept
+    if widget_args.get("format_func"):  # labels in this run's language, whoever formats them
+        widget_args["format_func"] = bound(widget_args["format_func"])
     getattr(container, widget)(label, options, key=key, **widget_args)
     state.to_url(**{url_key: st.session_state[key]})
     return st.session_state[key]

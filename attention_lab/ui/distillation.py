@@ -16,7 +16,7 @@ import streamlit as st
 
 import viz_core as vc
 from viz_core.figures.distillation import layer_map_figure, pair_maps_figure
-from viz_core.i18n import _
+from viz_core.i18n import N_, _
 
 from . import state
 from .charts import chart, download, download_csv
@@ -27,11 +27,11 @@ from .sidebar import custom_allowed, deployment_policy, model_choices
 
 STUDENT = "minilm-student"
 OTHER = "Other (path or Hub id)…"
-ON_INPUT, ON_HELD_OUT = "the input text", "32 sentences the shipped student never saw"
-MAPPINGS = {"uniform": "uniform (TinyBERT: student layer m ← teacher layer m·k)",
-            "last": "last layer only (MiniLM)", "custom": "my own list"}
+ON_INPUT, ON_HELD_OUT = N_("the input text"), N_("32 sentences the shipped student never saw")
+MAPPINGS = {"uniform": N_("uniform (TinyBERT: student layer m ← teacher layer m·k)"),
+            "last": N_("last layer only (MiniLM)"), "custom": N_("my own list")}
 
-EXPLANATION = """
+EXPLANATION = N_("""
 **What a student learns from its teacher.** A distilled model (the *student*) is trained to
 reproduce what a larger model (the *teacher*) computes inside, not only its answers. The two
 recipes this view reads differ in *what* is copied and *from where*:
@@ -55,7 +55,7 @@ models with different head counts are compared through the average of their head
 heatmap measures **every** student layer against **every** teacher layer; the red frames are
 the pairs the chosen map matches. On a well-distilled student the framed cells are the low ones
 of their row.
-"""
+""")
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
@@ -107,7 +107,7 @@ def _student(teacher: str) -> str:
 def _mapping(n_student: int | None):
     """The mapping choice: "uniform", "last" or a tuple of teacher layers."""
     c1, c2 = st.columns([2, 3])
-    name = url_select(_("Layer map"), "dist_map", list(MAPPINGS), format_func=MAPPINGS.get,
+    name = url_select(_("Layer map"), "dist_map", list(MAPPINGS), format_func=lambda m: _(MAPPINGS[m]),
                       container=c1)
     if name != "custom":
         return name
@@ -127,11 +127,11 @@ def _mapping(n_student: int | None):
 def teacher_and_student(sel) -> None:
     """The whole mode, below the Compare page's mode switch."""
     with st.expander(_("What TinyBERT and MiniLM transfer"), expanded=False):
-        st.markdown(EXPLANATION)
+        st.markdown(_(EXPLANATION))
     teacher = sel.model_name
     student = _student(teacher)
     on = url_select(_("Measure on"), "dist_on", [ON_HELD_OUT, ON_INPUT], widget="radio",
-                    horizontal=True)
+                    horizontal=True, format_func=_)
     texts = held_out_sentences() if on == ON_HELD_OUT else (sel.text,)
     with st.spinner(_("Loading {literal}…").format(literal=literal(student[:80]))), \
             reported(_("loading the student {value!r}").format(value=student[:80])):
@@ -188,7 +188,8 @@ def _pair_view(sel, teacher: str, student: str, result) -> None:
     heads = ["mean"] + ([str(h) for h in range(result.teacher_heads)]
                         if result.heads_matched else [])
     head = url_select(_("Heads"), "dist_head", heads, container=c2,
-                      format_func=lambda h: "mean of the heads" if h == "mean" else f"head {h}",
+                      format_func=lambda h: _("mean of the heads") if h == "mean" else
+                      _("head {head}").format(head=h),
                       help=_("One head needs equal head counts."))
     pair = divmod(pick, n_t)
     with st.spinner(_("Tracing the pair…")), reported(_("drawing the pair's attention maps")):

@@ -18,19 +18,21 @@ def describe(value: float, n_tokens: int | None) -> str:
     """"Traced logits match the model's reference attention to 3e-06 (checked on a 12-token
     input)"; a difference of exactly 0 is said as such: bit-identical ("to 0" read like a
     rounded number)."""
-    where = f" (checked on a {n_tokens:,}-token input)" if n_tokens else ""
+    where = _(" (checked on a {n:,}-token input)").format(n=n_tokens) if n_tokens else ""
     if value == 0:
-        return ("Traced logits are bit-identical to the model's reference attention: the "
-                f"difference is exactly 0{where}.")
-    return f"Traced logits match the model's reference attention to {value:.1g}{where}."
+        return _("Traced logits are bit-identical to the model's reference attention: the "
+                 "difference is exactly 0{where}.").format(where=where)
+    return _("Traced logits match the model's reference attention to {value:.1g}{where}.").format(
+        value=value, where=where)
 
 
 def on_this_input(value: float) -> str:
     """The result of the button's check, in words (exactly 0: bit-identical)."""
     if value == 0:
-        return ("On this input the traced logits are bit-identical to the reference: they "
-                "differ from the reference by at most 0.")
-    return f"On this input: the traced logits differ from the reference by at most {value:.1g}."
+        return _("On this input the traced logits are bit-identical to the reference: they "
+                 "differ from the reference by at most 0.")
+    return _("On this input: the traced logits differ from the reference by at most "
+             "{value:.1g}.").format(value=value)
 
 
 def check(model, text: str, target: str | None) -> float | str:
@@ -40,7 +42,8 @@ def check(model, text: str, target: str | None) -> float | str:
         return float(model.check_faithfulness(text, target))
     except Exception as err:  # noqa: BLE001 - the page keeps working without the check
         log.exception("faithfulness check failed")
-        return f"The check could not run on this input ({type(err).__name__})."
+        return _("The check could not run on this input ({error}).").format(
+            error=type(err).__name__)
 
 
 def show(model, text: str, target: str | None) -> None:

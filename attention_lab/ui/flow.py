@@ -12,7 +12,7 @@ import streamlit as st
 from viz_core.analysis.attention_flow import MAX_TOKENS, self_kind
 from viz_core.analysis.heads import rollout
 from viz_core.figures.flow import attention_views_figure
-from viz_core.i18n import _
+from viz_core.i18n import N_, _
 
 from . import state
 from .charts import chart
@@ -20,7 +20,7 @@ from .runs import AnalysisRequest, run_analysis
 
 BASE_THRESHOLD = 0.01  # the slider's lowest value: the flow is computed at it
 DEFAULT_THRESHOLD = 0.04  # the paper's
-QK_TAB = "Why this score?"  # the label of the QK tab of Which heads matter
+QK_TAB = N_("Why this score?")  # the label of the QK tab of Which heads matter
 
 
 def flow_request(sel, position: int) -> AnalysisRequest:
@@ -50,7 +50,7 @@ def open_clicked_edge(event, position: int) -> None:
             continue
         block, head, source, target = data
         st.session_state.update(qk_block=str(block), qk_head=int(head), qk_q=int(target),
-                                qk_k=int(source), pos=int(position), tab=QK_TAB)
+                                qk_k=int(source), pos=int(position), tab=_(QK_TAB))
         st.switch_page("pages/heads_matter.py")
 
 

@@ -65,7 +65,7 @@ def show_rope(specs) -> None:
 
     st.subheader(_("One query and one key pair, rotated"))
     c1, c2, c3, c4 = st.columns(4)
-    i = url_number("Pair i", "rope_pair", min(1, spec.pairs - 1), 0, spec.pairs - 1,
+    i = url_number(_("Pair i"), "rope_pair", min(1, spec.pairs - 1), 0, spec.pairs - 1,
                    container=c1)
     m = url_number(_("Query position m"), "rope_m", 3, 0, 100_000, container=c2)
     n = url_number(_("Key position n"), "rope_n", 1, 0, 100_000, container=c3)
@@ -88,7 +88,7 @@ def show_rope(specs) -> None:
              r"\max_i |h_{i+1} - h_i| \sum_{j=1}^{d/2} |S_j|,\qquad "
              r"S_j = \sum_{k=0}^{j-1} e^{\mathrm{i}(m-n)\theta_k}")
     distances = np.arange(0, max(256, n_pos))
-    curves = {"this model" + (f" ({spec.rope_type})" if spec.scaled else ""):
+    curves = {_("this model") + (f" ({spec.rope_type})" if spec.scaled else ""):
               decay_bound(freqs, distances)}
     if spec.scaled:
         curves["without scaling"] = decay_bound(spec.default_inv_freq, distances)

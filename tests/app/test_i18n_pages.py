@@ -1,0 +1,107 @@
+"""Every page in 简体中文 (issue 32): with ?lang=zh each page renders without an exception and
+its visible text (titles, headers, captions, markdown, notices, widget labels and help) holds
+no run of three or more English words but names; the sidebar's switch changes the language
+and the address; no browser language means English.
+
+One AppTest session walks the pages (switch_page), so the models and traces load once."""
+
+import re
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from attention_lab.ui.navigation import PAGES
+from tests.support.apptest import APP, TIMEOUT
+
+# Names and notation that stay as they are in a Chinese page (model families, papers'
+# authors, terms of art the Chinese tutorials also write in English).
+NAMES = ["Hugging Face", "Hub id", "Transformer-XL", "Jensen–Shannon", "Abnar & Zuidema",
+         "Ferrando & Voita", "Elhage", "logit lens", "Attention Lab", "teacher forcing",
+         "softmax", "rollout", "span masking", "It was very tired", "python -m viz_core.atlas",
+         "ln 2", "Syed", "Hanna", "Bahdanau", "Vaswani", "RoFormer", "MiniLM", "TinyBERT",
+         "all-MiniLM-L6-v2", "ERNIE", "UniLM", "XLNet", "RoBERTa", "BERT", "GPT", "BART",
+         "Marian", "Llama", "Mistral", "Qwen", "Gemma", "OLMo", "Phi-3", "NTK", "YaRN"]
+WORD_RUN = re.compile(r"[A-Za-z][A-Za-z'’]+(?:[-–][A-Za-z]+)*(?:[ ,]+[A-Za-z][A-Za-z'’]+"
+                      r"(?:[-–][A-Za-z]+)*){2,}")
+
+
+def english_runs(text: str, user_words: set[str]) -> list[str]:
+    """Runs of >= 3 English words left after names, code spans and the user's own words."""
+    text = text.replace("\\", "")
+    text = re.sub(r"`[^`]*`", " ", text)  # code spans: commands, identifiers
+    text = re.sub(r"https?://\S+", " ", text)
+    for name in NAMES:
+        text = text.replace(name, " · ")
+    runs = []
+    for run in WORD_RUN.findall(text):
+        words = [w for w in re.split(r"[ ,]+", run) if w.lower() not in user_words]
+        if len(words) >= 3:
+            runs.append(run)
+    return runs
+
+
+def shown_texts(at: AppTest) -> list[tuple[str, str]]:
+    """(element kind, text) of everything a reader sees as prose or as a label."""
+    out = []
+    for kind in ("title", "header", "subheader", "markdown", "caption", "info", "warning",
+                 "error", "success"):
+        out += [(kind, str(e.value)) for e in at.get(kind)]
+    for kind in ("selectbox", "number_input", "text_area", "text_input", "radio", "checkbox",
+                 "multiselect", "slider", "button", "toggle", "select_slider"):
+        for e in at.get(kind):
+            out += [(f"{kind} label", e.label or ""), (f"{kind} help", e.help or "")]
+    return out
+
+
+def user_words(at: AppTest) -> set[str]:
+    """The words of the user's text, the examples and model output: shown as typed."""
+    words = set()
+    for e in at.get("text_area") + at.get("text_input"):
+        words |= set(re.findall(r"[A-Za-z'’]+", str(e.value or "").lower()))
+    for e in at.get("selectbox"):
+        for option in e.options or []:
+            words |= set(re.findall(r"[A-Za-z'’]+", str(option).lower()))
+    for e in at.get("code"):
+        words |= set(re.findall(r"[A-Za-z'’]+", str(e.value).lower()))
+    return words
+
+
+@pytest.fixture(scope="module")
+def zh_app():
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params["lang"] = "zh"
+    return at.run()
+
+
+@pytest.mark.parametrize("spec", PAGES, ids=lambda s: s.url_path or "home")
+def test_every_page_speaks_chinese(zh_app, spec):
+    at = zh_app
+    at.switch_page(spec.path).run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    assert at.query_params.get("lang") in ("zh", ["zh"])
+    words = user_words(at)
+    left = [(kind, run) for kind, text in shown_texts(at) for run in english_runs(text, words)]
+    assert left == [], left
+    assert re.search(r"[\u4e00-\u9fff]", at.title[0].value) if at.title else True
+
+
+def test_the_english_detector_can_fail():
+    assert english_runs("这是 the query vector of 词元", set()) == ["the query vector of"]
+    assert english_runs("模型 BERT 的 Hugging Face 文件夹", set()) == []
+    assert english_runs("输入：the red car", {"the", "red", "car"}) == []
+
+
+def test_the_switch_changes_the_language_and_the_address():
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()  # no lang, no browser: English
+    assert not at.exception
+    assert at.title[0].value == "Attention Lab"
+    assert at.radio(key="lang").value == "en"
+    at.radio(key="lang").set_value("zh").run()
+    assert not at.exception
+    assert at.query_params["lang"] in ("zh", ["zh"])
+    assert at.title[0].value == "注意力实验室 Attention Lab"
+    assert at.text_area(key="text").label == "输入文本"
+    at.radio(key="lang").set_value("en").run()
+    assert at.query_params["lang"] in ("en", ["en"])
+    assert at.text_area(key="text").label == "Input text"
