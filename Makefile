@@ -89,6 +89,7 @@ bench: $(DEV_STAMP)
 checkpoints: $(RUNTIME_STAMP)
 	$(PY) -m viz_core.training.train --task dates --out checkpoints/dates --steps 3500
 	$(PY) -m viz_core.training.train --task en-fr --out checkpoints/en-fr --steps 6000
+	$(PY) -m viz_core.training.train --task zh-en --out checkpoints/zh-en --steps 6000
 	$(PY) -m viz_core.training.train --task lm --out checkpoints/lm --steps 1500
 	$(PY) -m viz_core.training.train --task lm --out checkpoints/lm-rope --name lm-rope --steps 1500 \
 		--positional rope --kv-heads 2 --norm rmsnorm --compare checkpoints/lm

@@ -7,7 +7,7 @@ import pytest
 
 import viz_core as vc
 from viz_core.loading.entry import CHECKPOINTS
-from viz_core.tasks import dates, en_fr, lm
+from viz_core.tasks import dates, en_fr, lm, zh_en
 from viz_core.tasks.common import (
     alignment_head_scores,
     evaluate_translation,
@@ -45,7 +45,8 @@ def report_best(scores, what):
     return best
 
 
-@pytest.mark.parametrize("name, module", [("dates", dates), ("en-fr", en_fr), ("lm", lm)])
+@pytest.mark.parametrize("name, module", [("dates", dates), ("en-fr", en_fr), ("zh-en", zh_en),
+                                          ("lm", lm)])
 def test_shipped_files(name, module):
     path = CHECKPOINTS / name
     assert name in vc.shipped_models()
@@ -53,7 +54,7 @@ def test_shipped_files(name, module):
     assert all(key in card for key in CARD_KEYS)
     assert card["task"] == name and card["generator_version"] == module.GENERATOR_VERSION
     assert 4 <= len(card["examples"]) <= 6
-    total = sum(f.stat().st_size for n in ("dates", "en-fr", "lm") if (CHECKPOINTS / n).is_dir()
+    total = sum(f.stat().st_size for n in ("dates", "en-fr", "zh-en", "lm") if (CHECKPOINTS / n).is_dir()
                 for f in (CHECKPOINTS / n).iterdir())
     assert total < 20 * 2**20
 

@@ -2,12 +2,13 @@
 head's alignment score against it (analysis.alignment_score: the share of reference target
 tokens whose argmax source token is a reference source token).
 
-References are known for the two shipped encoder-decoder models:
+References are known for three shipped encoder-decoder models:
 
 - "dates": the output's year digits come from where the input writes the year;
 - "en-fr": the grammar's word alignment (tasks.en_fr.translate_aligned: each French word
   and the English word(s) it translates), when the output is the grammar's translation of
-  the input. Punctuation in the input (its own tokens, unknown to the model) is skipped;
+  the input; "zh-en" likewise (tasks.zh_en.translate_aligned: each English word and the
+  Chinese word(s) it translates). Punctuation in the input (its own tokens, unknown to the model) is skipped;
   any other word outside the grammar, or an output the grammar would not give (a mistake
   of the model), means no reference.
 
@@ -25,18 +26,19 @@ import numpy as np
 from .heads import alignment_score, gold_sets
 
 CONVENTIONS = {"predicting": 0, "input": 1}
-MODELS = ("dates", "en-fr")  # the shipped models with a reference alignment
-DESCRIPTIONS = {"dates": "the year digits", "en-fr": "the grammar's word alignment"}
+MODELS = ("dates", "en-fr", "zh-en")  # the shipped models with a reference alignment
+DESCRIPTIONS = {"dates": "the year digits", "en-fr": "the grammar's word alignment",
+                "zh-en": "the grammar's word alignment"}
 _WORD = re.compile(r"\w")
 
 
 def reference_alignment(model_name: str, source: str, output: str,
                         convention: str = "predicting") -> list[tuple[int, int]] | None:
-    """[(query row, key position)] for the shipped "dates" and "en-fr" models, else None
-    (no reference known for this model, input and output)."""
+    """[(query row, key position)] for the shipped "dates", "en-fr" and "zh-en" models, else
+    None (no reference known for this model, input and output)."""
     if model_name not in MODELS or not source.strip() or not output:
         return None
-    pairs = _dates(source, output) if model_name == "dates" else _en_fr(source, output)
+    pairs = {"dates": _dates, "en-fr": _en_fr, "zh-en": _zh_en}[model_name](source, output)
     if not pairs:
         return None
     shift = CONVENTIONS[convention]
@@ -69,6 +71,27 @@ def _en_fr(source: str, output: str) -> list[tuple[int, int]] | None:
     try:
         links = word_alignment(Pair(" ".join(src[k] for k in words), " ".join(out)))
     except ValueError:  # not a sentence of the grammar, or not its translation
+        return None
+    return [(t, words[k]) for t, k in links]
+
+
+def _zh_en(source: str, output: str) -> list[tuple[int, int]] | None:
+    """(output token, source token) for zh-en: the source in the model's words (the
+    lexicon's maximum matching, tasks.zh_en.split_words); punctuation other than the
+    grammar's "，" and "。" is skipped, as in en-fr."""
+    from ..model.tokenizer import SPECIALS, Vocab
+    from ..tasks.zh_en import COMMA, STOP, split_words, translate_aligned
+
+    src = split_words(source)
+    out = Vocab(list(SPECIALS), "word", lowercase=True).split(output)
+    words = [k for k, tok in enumerate(src) if _WORD.match(tok) or tok in (COMMA, STOP)]
+    if not words or not all(_WORD.match(tok) for tok in out):
+        return None
+    try:
+        english, links = translate_aligned([src[k] for k in words])
+    except ValueError:  # not a sentence of the grammar
+        return None
+    if english != out:  # not its translation (a mistake of the model)
         return None
     return [(t, words[k]) for t, k in links]
 

@@ -2,6 +2,7 @@
 
     python -m viz_core.training.train --task dates --out checkpoints/dates
     python -m viz_core.training.train --task en-fr --out checkpoints/en-fr --steps 6000
+    python -m viz_core.training.train --task zh-en --out checkpoints/zh-en --steps 6000
     python -m viz_core.training.train --task lm --out checkpoints/lm
     python -m viz_core.training.train --task lm --out checkpoints/lm-rope --name lm-rope \
         --positional rope --kv-heads 2 --norm rmsnorm --compare checkpoints/lm
@@ -201,6 +202,10 @@ def train(task: str, out: str | Path | None = None, *, steps: int | None = None,
 
             texts = [p.source for p in mod.because_dataset("test", mod.N_BECAUSE_TEST, 0)]
             metrics["because"].update(referent_report(model, vocabs, texts))
+        if task == "zh-en":  # the Attention page's alignment score on held-out sentences
+            from .alignment_report import alignment_report
+
+            metrics["alignment"] = alignment_report(model, vocabs, task, test_pairs)
         for other in compare or []:
             o_model, o_vocabs, o_card = load_checkpoint(other)
             if o_card.get("task", task) != task:
@@ -250,7 +255,8 @@ def train(task: str, out: str | Path | None = None, *, steps: int | None = None,
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--task", required=True, choices=["en-fr", "dates", "lm", "induction"])
+    ap.add_argument("--task", required=True, choices=["en-fr", "zh-en", "dates", "lm",
+                                                             "induction"])
     ap.add_argument("--out", help="checkpoint dir to write (e.g. checkpoints/dates)")
     ap.add_argument("--steps", type=int)
     ap.add_argument("--batch-size", type=int)
