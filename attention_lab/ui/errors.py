@@ -23,10 +23,16 @@ def literal(text) -> str:
     return _MARKUP.sub(r"\\\1", str(text)).replace("\n", "  \n")
 
 
+WORDS = ("what", "w", "role", "side", "stack")  # values that are words of the message
+
+
 def translated(err: BaseException) -> str:
     """A VizError's message in the session's language: its template translated and filled
     with its values (viz_core/errors.py); a message without a catalogue entry stays as is."""
-    values = getattr(err, "values", None) or {}
+    values = dict(getattr(err, "values", None) or {})
+    for key in WORDS:  # a word filled into the message ("the target", "the encoder")
+        if isinstance(values.get(key), str):
+            values[key] = _(values[key])
     msgid = getattr(err, "msgid", None) or str(err)
     text = _(msgid)
     if values:

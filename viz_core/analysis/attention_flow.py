@@ -24,6 +24,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import maximum_flow
 
+from viz_core.i18n import N_
+
 from ..errors import InputError, VizError
 
 MAX_TOKENS = 64
@@ -100,19 +102,20 @@ def self_kind(trace, kind: str | None) -> str:
     kinds = [k for k in trace.kinds() if k.endswith(".self")]
     if kind is None:
         if not kinds:
-            raise VizError("This run has no self-attention blocks.")
+            raise VizError(N_("This run has no self-attention blocks."))
         return "decoder.self" if "decoder.self" in kinds else kinds[0]
     if kind not in kinds:
-        raise InputError(f"Attention flow follows one self-attention block kind through its "
-                         f"layers; this model's are {', '.join(kinds)}, not {kind!r}.")
+        raise InputError(N_("Attention flow follows one self-attention block kind through its "
+                           "layers; this model's are {join}, not {kind!r}."),
+                             join=', '.join(kinds), kind=kind)
     return kind
 
 
 def _check_length(n: int) -> None:
     if n > MAX_TOKENS:
-        raise InputError(f"Attention flow is offered up to {MAX_TOKENS} tokens (one maximum "
-                         f"flow per token pair); this input has {n}. Shorten it, or use "
-                         f"rollout, which has no limit.")
+        raise InputError(N_("Attention flow is offered up to {MAX_TOKENS} tokens (one maximum "
+                           "flow per token pair); this input has {n}. Shorten it, or use "
+                           "rollout, which has no limit."), MAX_TOKENS=MAX_TOKENS, n=n)
 
 
 def self_patterns(model, text: str, target: str | None, kind: str | None

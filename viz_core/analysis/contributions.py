@@ -29,6 +29,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from viz_core.i18n import N_
+
 from ..errors import DecompositionError, InputError, VizError
 
 CAPTURE = ("z", "stream")  # q and k are always kept; z needs v, which comes with it
@@ -43,22 +45,22 @@ def check_decomposable(backend) -> None:
     name = backend.name or "This model"
     if backend.norm_placement not in ADDABLE:
         raise DecompositionError(
-            f"{name} is a post-norm model: its residual stream is renormalised after every "
-            f"sublayer, so a direct decomposition into heads and MLPs does not add up; use "
-            f"activation patching (model.patch), which works for every model.")
+            N_("{name} is a post-norm model: its residual stream is renormalised after every "
+              "sublayer, so a direct decomposition into heads and MLPs does not add up; use "
+              "activation patching (model.patch), which works for every model."), name=name)
     if backend.architecture == "encoder-only":
         raise DecompositionError(
-            f"{name} is an encoder-only model: it has no unembedding (its output is one "
-            f"vector per token, not scores over a vocabulary), so there is no logit to "
-            f"attribute; use activation patching (model.patch) instead.")
+            N_("{name} is an encoder-only model: it has no unembedding (its output is one vector "
+              "per token, not scores over a vocabulary), so there is no logit to attribute; use "
+              "activation patching (model.patch) instead."), name=name)
 
 
 def check_unembedding(backend) -> None:
     if backend.architecture == "encoder-only":
         raise DecompositionError(
-            f"{backend.name or 'This model'} is an encoder-only model: it has no unembedding "
-            f"(its output is one vector per token, not scores over a vocabulary), so there is "
-            f"no logit lens for it.")
+            N_("{value} is an encoder-only model: it has no unembedding (its output is one vector "
+              "per token, not scores over a vocabulary), so there is no logit lens for it."),
+                value=backend.name or 'This model')
 
 
 def run(backend, text: str, target: str | None):
@@ -80,7 +82,7 @@ def recorded(trace, block: str):
     ...), with its head outputs z; VizError when the run kept no z."""
     src = trace[block].source
     if src is None or src.z is None:
-        raise VizError(f"The trace of {block!r} kept no head outputs (z).")
+        raise VizError(N_("The trace of {block!r} kept no head outputs (z)."), block=block)
     return src
 
 
@@ -92,14 +94,15 @@ def whole(value, what: str) -> int:
             raise ValueError
         return int(value)
     except (TypeError, ValueError, OverflowError):
-        raise InputError(f"The {what} must be a whole number, not {value!r}.") from None
+        raise InputError(N_("The {what} must be a whole number, not {value!r}."),
+                            what=what, value=value) from None
 
 
 def check_position(position, n: int, what: str = "position") -> int:
     p = whole(position, what)
     if not -n <= p < n:
-        raise InputError(f"The {what} {p} is out of range: this input has {n} tokens "
-                         f"(positions 0..{n - 1}, or -{n}..-1 from the end).")
+        raise InputError(N_("The {what} {p} is out of range: this input has {n} tokens (positions "
+                           "0..{value}, or -{n}..-1 from the end)."), what=what, p=p, n=n, value=n - 1)
     return p % n
 
 
@@ -237,7 +240,7 @@ def logit_attribution(model, text: str, target: str | None = None, *, position: 
     trace = run(model, text, target)
     layers = decoder_layers(trace)
     if not layers:
-        raise VizError("This run recorded no residual stream.")
+        raise VizError(N_("This run recorded no residual stream."))
     tokens = list(trace.target_tokens)
     p = check_position(position, len(tokens))
     x_final = trace.stream[layers[-1]]["out"][p:p + 1]  # (1, d)
@@ -245,8 +248,8 @@ def logit_attribution(model, text: str, target: str | None = None, *, position: 
     t_id = int(logits.argmax()) if token is None else model.token_id(token)
     a_id = None if against is None else model.token_id(against)
     if a_id is not None and a_id == t_id:
-        raise InputError("The contrast token is the target token itself: their logit "
-                         "difference is always 0. Pick a different contrast token.")
+        raise InputError(N_("The contrast token is the target token itself: their logit "
+                         "difference is always 0. Pick a different contrast token."))
     w_u, b_u = model.unembedding()
     direction = w_u[t_id].detach().float()
     if a_id is not None:
@@ -346,13 +349,13 @@ def logit_lens(model, text: str, target: str | None = None, *, k: int = 5) -> Lo
     trace = run(model, text, target)
     layers = decoder_layers(trace)
     if not layers:
-        raise VizError("This run recorded no residual stream.")
+        raise VizError(N_("This run recorded no residual stream."))
     streams = [trace.stream[layers[0]]["in"]] + [trace.stream[lay]["out"] for lay in layers]
     w_u, _ = model.unembedding()
     vocab = w_u.shape[0]
     if not 1 <= k <= vocab:
-        raise InputError(f"The number of top tokens k must be between 1 and the vocabulary "
-                         f"size {vocab}, not {k}.")
+        raise InputError(N_("The number of top tokens k must be between 1 and the vocabulary size "
+                           "{vocab}, not {k}."), vocab=vocab, k=k)
     step = max(1, LENS_CHUNK_BYTES // (4 * vocab))  # positions per chunk of (rows, V) logits
     n = streams[-1].shape[0]
     pred = torch.cat([final_logits(model, streams[-1][r0:r0 + step]).argmax(-1)

@@ -44,6 +44,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from viz_core.i18n import N_
+
 from ..errors import InputError
 
 MEASURES = ("attention_kl", "attention_kl_heads", "score_mse", "value_relation_kl",
@@ -75,29 +77,29 @@ def resolve_mapping(mapping, n_student: int, n_teacher: int) -> list[tuple[int, 
             return uniform_mapping(n_student, n_teacher)
         if mapping == "last":
             return [(n_student - 1, n_teacher - 1)]
-        raise InputError(f"Unknown mapping {mapping[:40]!r}: use 'uniform', 'last' or a list "
-                         f"of teacher layers.")
+        raise InputError(N_("Unknown mapping {value!r}: use 'uniform', 'last' or a list of "
+                           "teacher layers."), value=mapping[:40])
     try:
         items = list(mapping)
     except TypeError:
-        raise InputError("The mapping must be 'uniform', 'last' or a list of layers.") from None
+        raise InputError(N_("The mapping must be 'uniform', 'last' or a list of layers.")) from None
     if not items:
-        raise InputError("The mapping list is empty: give at least one teacher layer.")
+        raise InputError(N_("The mapping list is empty: give at least one teacher layer."))
     pairs: list[tuple[int, int]] = []
     for i, item in enumerate(items):
         pair = (i, item) if _is_int(item) else tuple(item) if isinstance(item, (list, tuple)) \
             else None
         if pair is None or len(pair) != 2 or not all(_is_int(x) for x in pair):
-            raise InputError("A mapping list holds teacher layers (one per student layer) or "
-                             f"(student layer, teacher layer) pairs; {str(item)[:40]!r} is "
-                             f"neither.")
+            raise InputError(N_("A mapping list holds teacher layers (one per student layer) or "
+                               "(student layer, teacher layer) pairs; {value!r} is neither."),
+                                 value=str(item)[:40])
         s, t = int(pair[0]), int(pair[1])
         if not 0 <= s < n_student:
-            raise InputError(f"Student layer {s} does not exist: the student has layers "
-                             f"0..{n_student - 1}.")
+            raise InputError(N_("Student layer {s} does not exist: the student has layers "
+                               "0..{value}."), s=s, value=n_student - 1)
         if not 0 <= t < n_teacher:
-            raise InputError(f"Teacher layer {t} does not exist: the teacher has layers "
-                             f"0..{n_teacher - 1}.")
+            raise InputError(N_("Teacher layer {t} does not exist: the teacher has layers "
+                               "0..{value}."), t=t, value=n_teacher - 1)
         pairs.append((s, t))
     return sorted(set(pairs))
 
@@ -254,8 +256,8 @@ class Distillation:
     def matrix(self, measure: str = "attention_kl") -> np.ndarray:
         """float64 [student layers, teacher layers] of one measure (NaN where undefined)."""
         if measure not in MEASURES:
-            raise InputError(f"Unknown measure {str(measure)[:40]!r}; the measures are "
-                             f"{', '.join(MEASURES)}.")
+            raise InputError(N_("Unknown measure {value!r}; the measures are {join}."),
+                                value=str(measure)[:40], join=', '.join(MEASURES))
         grid = np.full((self.student_layers, self.teacher_layers), np.nan)
         grid[self.pairs["student_layer"], self.pairs["teacher_layer"]] = self.pairs[measure]
         return grid
@@ -280,14 +282,15 @@ def _check_texts(texts) -> list[str]:
     try:
         texts = list(texts)
     except TypeError:
-        raise InputError("Give the texts as a list of strings.") from None
+        raise InputError(N_("Give the texts as a list of strings.")) from None
     if not texts:
-        raise InputError("No text given: compare needs at least one sentence.")
+        raise InputError(N_("No text given: compare needs at least one sentence."))
     if len(texts) > MAX_TEXTS:
-        raise InputError(f"{len(texts)} texts given; compare reads at most {MAX_TEXTS}.")
+        raise InputError(N_("{n_texts} texts given; compare reads at most {MAX_TEXTS}."),
+                            n_texts=len(texts), MAX_TEXTS=MAX_TEXTS)
     for i, t in enumerate(texts, start=1):
         if not isinstance(t, str) or not t.strip():
-            raise InputError(f"Text {i} is empty: every text needs some words.")
+            raise InputError(N_("Text {i} is empty: every text needs some words."), i=i)
     return texts
 
 
@@ -295,8 +298,9 @@ def _shape(model, role: str) -> tuple[str, int, int, int | None]:
     """(stack, layers, heads, d_model) of a model's self-attention stack."""
     stack = STACKS.get(getattr(model, "architecture", None))
     if stack is None:
-        raise InputError(f"The {role} is an {model.architecture} model; teacher and student "
-                         f"are compared on encoder-only or decoder-only models.")
+        raise InputError(N_("The {role} is an {architecture} model; teacher and student are "
+                           "compared on encoder-only or decoder-only models."),
+                             role=role, architecture=model.architecture)
     heads = [h for name, h in model.block_heads.items()
              if name.split(".")[0] == stack and name.endswith(".self")]
     width = model.info().get("d_model")
@@ -309,9 +313,10 @@ def _check_tokens(texts: list[str], teacher_tokens, student_tokens) -> None:
         if a != b:
             shown = text if len(text) <= 40 else text[:40] + "..."
             raise InputError(
-                f"Teacher and student must share a tokenizer: they split {shown!r} "
-                f"differently ({len(a)} tokens, {' '.join(a[:6])}... vs {len(b)} tokens, "
-                f"{' '.join(b[:6])}...).")
+                N_("Teacher and student must share a tokenizer: they split {shown!r} differently "
+                  "({n_a} tokens, {join}... vs {n_b} tokens, {join2}...)."),
+                    shown=shown, n_a=len(a), join=' '.join(a[:6]), n_b=len(b),
+                    join2=' '.join(b[:6]))
 
 
 def compare(teacher, student, texts, *, mapping="uniform") -> Distillation:
@@ -320,11 +325,12 @@ def compare(teacher, student, texts, *, mapping="uniform") -> Distillation:
     t_stack, n_t, h_t, w_t = _shape(teacher, "teacher")
     s_stack, n_s, h_s, w_s = _shape(student, "student")
     if teacher.architecture != student.architecture:
-        raise InputError(f"The teacher is {teacher.architecture} and the student "
-                         f"{student.architecture}: compare two models of one architecture.")
+        raise InputError(N_("The teacher is {architecture} and the student {architecture2}: "
+                           "compare two models of one architecture."),
+                             architecture=teacher.architecture, architecture2=student.architecture)
     if n_s > n_t:
-        raise InputError(f"The student ({n_s} layers) is deeper than the teacher ({n_t} "
-                         f"layers): a student learns from a deeper teacher. Swap them?")
+        raise InputError(N_("The student ({n_s} layers) is deeper than the teacher ({n_t} "
+                           "layers): a student learns from a deeper teacher. Swap them?"), n_s=n_s, n_t=n_t)
     pairs = resolve_mapping(mapping, n_s, n_t)
     name = mapping if isinstance(mapping, str) else "custom"
     hidden = w_t is not None and w_t == w_s
@@ -364,8 +370,8 @@ def attention_maps(teacher, student, text: str, student_layer: int, teacher_laye
     s_stack, n_s, h_s, _ = _shape(student, "student")
     resolve_mapping([(student_layer, teacher_layer)], n_s, n_t)
     if head is not None and (h_t != h_s or not 0 <= int(head) < h_t):
-        raise InputError(f"Head {head} cannot be compared: the teacher has {h_t} heads and "
-                         f"the student {h_s}.")
+        raise InputError(N_("Head {head} cannot be compared: the teacher has {h_t} heads and the "
+                           "student {h_s}."), head=head, h_t=h_t, h_s=h_s)
     t_block = _one_block(teacher, t_stack, teacher_layer, text)
     s_block = _one_block(student, s_stack, student_layer, text)
     _check_tokens([text], [t_block.query_tokens], [s_block.query_tokens])

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from viz_core.i18n import N_
+
 from ..capture.recorder import recording
 from ..errors import InputError
 from .patching import Metric, PatchSubject, _check_gap, make_metric
@@ -311,8 +313,9 @@ class Context:
                                                  *self.subject.corrupted_tokens])
             if not unknown:
                 raise
-            raise InputError(f"{err} ({unknown} words are not in this model's vocabulary and "
-                             "read as the same unknown token in both texts.)") from err
+            raise InputError(N_("{err} ({unknown} words are not in this model's vocabulary and "
+                               "read as the same unknown token in both texts.)"),
+                                 err=err, unknown=unknown) from err
 
 
 def stacked(senders: dict) -> dict[str, torch.Tensor]:
@@ -328,13 +331,13 @@ def prepare(model, clean: str, corrupted: str, target, token, against,
     weights = {b: model.head_weights(b) for b in subject.blocks}
     for block, hw in weights.items():
         if (hw.q_norm is not None or hw.k_norm is not None) and not hw.qk_norm_per_head:
-            raise InputError(f"{block} normalises all its heads' queries and keys together, "
-                             "so one head's input changes the others': edge attribution "
-                             "needs each head to read on its own.")
+            raise InputError(N_("{block} normalises all its heads' queries and keys together, so "
+                               "one head's input changes the others': edge attribution needs "
+                               "each head to read on its own."), block=block)
     for layer in layers:
         if f"{layer}.self" not in weights:
-            raise InputError(f"Edge attribution needs a self-attention block in every layer; "
-                             f"{layer} has none.")
+            raise InputError(N_("Edge attribution needs a self-attention block in every layer; "
+                               "{layer} has none."), layer=layer)
     kv = {b: hw.W_K.shape[0] for b, hw in weights.items()}
     graph = Graph.build(layers, dict(subject.blocks), kv)
     ctx = Context(subject, graph, weights, layers, token=token, against=against)

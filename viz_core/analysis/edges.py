@@ -44,6 +44,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from viz_core.i18n import N_
+
 from ..errors import InputError
 from ..model.choices import EdgeMethod, choose
 from .edge_graph import CHUNK_BYTES, Context, Graph, Group, Pass, Plan, prepare
@@ -124,19 +126,19 @@ class Removed(Plan):
 def _check_model(model) -> None:
     name = getattr(model, "name", "") or "This model"
     if model.norm_placement == "post":
-        raise InputError(f"{name} is a post-norm model: its residual stream is renormalised "
-                         "after every sublayer, so a component's input is not a sum of the "
-                         "earlier components' outputs and there are no edges between them; "
-                         "use activation patching (model.patch).")
+        raise InputError(N_("{name} is a post-norm model: its residual stream is renormalised "
+                           "after every sublayer, so a component's input is not a sum of the "
+                           "earlier components' outputs and there are no edges between them; use "
+                           "activation patching (model.patch)."), name=name)
     if model.norm_placement != "pre":
-        raise InputError(f"{name} normalises each sublayer's output before the residual add "
-                         f"({model.norm_placement}): its heads' outputs are normalised "
-                         "together, so no head writes an output of its own into the stream; "
-                         "edge attribution supports pre-norm models, use activation patching "
-                         "(model.patch).")
+        raise InputError(N_("{name} normalises each sublayer's output before the residual add "
+                           "({norm_placement}): its heads' outputs are normalised together, so "
+                           "no head writes an output of its own into the stream; edge "
+                           "attribution supports pre-norm models, use activation patching "
+                           "(model.patch)."), name=name, norm_placement=model.norm_placement)
     if model.architecture == "encoder-only":
-        raise InputError(f"{name} is an encoder-only model: it has no logits for the edges to "
-                         "lead to; use activation patching (model.patch).")
+        raise InputError(N_("{name} is an encoder-only model: it has no logits for the edges to "
+                           "lead to; use activation patching (model.patch)."), name=name)
 
 
 def _chunk(ctx: Context) -> int:
@@ -247,11 +249,12 @@ class EdgeAttribution:
             try:
                 t = float(threshold)
             except (TypeError, ValueError):
-                raise InputError(f"threshold must be a number, not {threshold!r:.40}.") from None
+                raise InputError(N_("threshold must be a number, not {threshold!r:.40}."),
+                                    threshold=threshold) from None
             ranked = ranked[ranked["score"].abs() >= t]
         if top is not None:
             if isinstance(top, bool) or not isinstance(top, (int, np.integer)) or top < 0:
-                raise InputError(f"top must be a whole number, 0 or more, not {top!r:.40}.")
+                raise InputError(N_("top must be a whole number, 0 or more, not {top!r:.40}."), top=top)
             ranked = ranked.head(int(top))
         return ranked
 
@@ -265,8 +268,8 @@ class EdgeAttribution:
         """``faithfulness`` of several kept sets, batched: e.g. ``[a.circuit(top=n) for n
         in counts]``."""
         if self.context is None:
-            raise InputError("This edge attribution has no model attached (loaded from a "
-                             "file?): faithfulness needs the model.")
+            raise InputError(N_("This edge attribution has no model attached (loaded from a "
+                             "file?): faithfulness needs the model."))
         if not len(kept_sets):
             return np.zeros(0)
         masks = np.stack([self._mask(k) for k in kept_sets])
@@ -282,8 +285,8 @@ class EdgeAttribution:
         for s, r, w in kept:
             si, ri = s_index.get(s), r_index.get((r, w or ""))
             if si is None or ri is None or not g.valid[si, ri]:
-                raise InputError(f"There is no edge {s} -> {r}{'.' + w if w else ''} in "
-                                 "this model's graph.")
+                raise InputError(N_("There is no edge {s} -> {r}{value} in this model's graph."),
+                                    s=s, r=r, value='.' + w if w else '')
             mask[si, ri] = True
         return mask
 
@@ -309,7 +312,7 @@ def edge_attribution(model, clean: str, corrupted: str, *, target: str | None = 
     method = choose(method, EdgeMethod, "method")
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or not \
             1 <= int(steps) <= 1000:
-        raise InputError(f"steps must be a whole number from 1 to 1000, not {steps!r}.")
+        raise InputError(N_("steps must be a whole number from 1 to 1000, not {steps!r}."), steps=steps)
     _check_model(model)
     ctx = prepare(model, clean, corrupted, target, token, against,
                   run_clean=method == "exact")  # EAP's and EAP-IG's gradient pass is that run

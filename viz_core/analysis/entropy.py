@@ -19,6 +19,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from viz_core.i18n import N_
+
 from ..errors import InputError
 from ..model.choices import BlockKind, choose
 
@@ -73,7 +75,8 @@ def head_entropy(model_or_trace, text=None, target: str | None = None, *,
     if kind is not None:
         kind = choose(kind, BlockKind, "kind")
         if kind not in trace.kinds():
-            raise InputError(f"This model has no {kind!r} blocks; it has {trace.kinds()}.")
+            raise InputError(N_("This model has no {kind!r} blocks; it has {kinds}."),
+                                kind=kind, kinds=trace.kinds())
     rows = []
     for name in trace.blocks:
         block = trace[name]
@@ -98,7 +101,7 @@ def _trace_of(model_or_trace, text, target: str | None):
         return text
     model = model_or_trace
     if not isinstance(text, str) or not text.strip():
-        raise InputError("The text is empty: type some text.")
+        raise InputError(N_("The text is empty: type some text."))
     options = {}
     if model.architecture == "decoder-only" and not (target and str(target).strip()):
         options["max_new"] = 0

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from viz_core.i18n import N_
+
 from ..errors import InputError
 from ..model.choices import BlockKind, Template, options
 
@@ -67,10 +69,11 @@ def template_cells(template: Template, query_tokens: list[str], key_tokens: list
 
     mask: bool [q, k], True = blocked (None: every key allowed)."""
     if template not in TEMPLATES:
-        raise InputError(f"Unknown template {template!r}; choose one of {list(TEMPLATES)}.")
+        raise InputError(N_("Unknown template {template!r}; choose one of {list}."),
+                            template=template, list=list(TEMPLATES))
     if template in SELF_ONLY and not self_attention:
-        raise InputError(f"The {template} template compares positions of one sequence; "
-                         "pick a self-attention block.")
+        raise InputError(N_("The {template} template compares positions of one sequence; pick a "
+                           "self-attention block."), template=template)
     n_q, n_k = len(query_tokens), len(key_tokens)
     allowed = np.ones((n_q, n_k), bool) if mask is None else ~np.asarray(mask, bool)
     qi, ki = np.arange(n_q)[:, None], np.arange(n_k)[None, :]
@@ -139,10 +142,10 @@ def template_scores(block, cells: np.ndarray, eligible: np.ndarray
 def _layers(trace, kind: BlockKind | None):
     kinds = trace.kinds()
     if not kinds:
-        raise InputError("This trace has no attention blocks to search.")
+        raise InputError(N_("This trace has no attention blocks to search."))
     kind = kind or kinds[0]
     if kind not in kinds:
-        raise InputError(f"This model has no {kind!r} blocks; it has {kinds}.")
+        raise InputError(N_("This model has no {kind!r} blocks; it has {kinds}."), kind=kind, kinds=kinds)
     return kind, trace.layers(kind)
 
 
@@ -160,12 +163,14 @@ def search_pair(trace, query: int, key: int, kind: BlockKind | None = None) -> H
     first = layers[0]
     n_q, n_k = len(first.query_tokens), len(first.key_tokens)
     if not (0 <= int(query) < n_q and 0 <= int(key) < n_k):
-        raise InputError(f"Pick a query position in 0–{n_q - 1} and a key position in "
-                         f"0–{n_k - 1} (got query {query}, key {key}).")
+        raise InputError(N_("Pick a query position in 0–{value} and a key position in 0–{value2} "
+                           "(got query {query}, key {key})."),
+                             value=n_q - 1, value2=n_k - 1, query=query, key=key)
     query, key = int(query), int(key)
     if first.mask_window((query, query + 1), (key, key + 1))[0, 0]:
-        raise InputError(f"Query {query} may not attend to key {key} in these blocks (the "
-                         "mask blocks it: a causal query sees only itself and earlier keys).")
+        raise InputError(N_("Query {query} may not attend to key {key} in these blocks (the mask "
+                           "blocks it: a causal query sees only itself and earlier keys)."),
+                             query=query, key=key)
     rows = []
     for b in layers:
         for h in range(b.n_heads):
@@ -202,5 +207,5 @@ def search_heads(trace, *, kind: BlockKind | None = None, query: int | None = No
     if template is not None:
         return search_template(trace, template, kind)
     if query is None or key is None:
-        raise InputError("Give a query and a key position, or a template.")
+        raise InputError(N_("Give a query and a key position, or a template."))
     return search_pair(trace, query, key, kind)

@@ -50,6 +50,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from viz_core.i18n import N_
+
 from ..errors import InputError, VizError
 from .contributions import check_position
 
@@ -67,7 +69,7 @@ Node = tuple[str, int, str, int]  # (stack, layer, point, position)
 # ---- checks ------------------------------------------------------------------------------
 def check_text(text) -> str:
     if not isinstance(text, str) or not text.strip():
-        raise InputError("The text is empty: type a sentence to follow its information flow.")
+        raise InputError(N_("The text is empty: type a sentence to follow its information flow."))
     return text
 
 
@@ -77,11 +79,11 @@ def check_threshold(threshold) -> float:
             raise ValueError
         t = float(threshold)
     except (TypeError, ValueError):
-        raise InputError(f"The threshold must be a number between 0 and 1, not "
-                         f"{threshold!r}.") from None
+        raise InputError(N_("The threshold must be a number between 0 and 1, not {threshold!r}."),
+                            threshold=threshold) from None
     if not (math.isfinite(t) and 0.0 <= t <= 1.0):
-        raise InputError(f"The threshold must be between 0 and 1 (a share of a node's "
-                         f"incoming weight), not {threshold!r}.")
+        raise InputError(N_("The threshold must be between 0 and 1 (a share of a node's incoming "
+                           "weight), not {threshold!r}."), threshold=threshold)
     return t
 
 
@@ -225,8 +227,8 @@ class _Sum:
 def _point(points: dict, name: str, layer: str) -> torch.Tensor:
     x = points.get(name)
     if x is None:
-        raise VizError(f"The run recorded no {name!r} stream point in {layer}: this model's "
-                       f"information flow cannot be computed.")
+        raise VizError(N_("The run recorded no {name!r} stream point in {layer}: this model's "
+                         "information flow cannot be computed."), name=name, layer=layer)
     return x
 
 
@@ -280,7 +282,7 @@ def _attention_node(backend, trace, block: str, residual: torch.Tensor, node: _S
     each row summing to 1; each head's share of the edges of weight >= threshold)."""
     src = trace[block].source
     if src is None or src.v is None:
-        raise VizError(f"The trace of {block!r} kept no values (v).")
+        raise VizError(N_("The trace of {block!r} kept no values (v)."), block=block)
     hw = backend.head_weights(block)
     dev = src.v.device
     v = src.v.float()  # (Hkv, Tk, d_v)
@@ -377,7 +379,7 @@ def information_flow(model, text: str, target: str | None = None, *, position: i
     t = check_threshold(threshold)
     trace = run(model, text, target)
     if not trace.stream:
-        raise VizError("This run recorded no residual stream.")
+        raise VizError(N_("This run recorded no residual stream."))
     out_stack = "encoder" if model.architecture == "encoder-only" else "decoder"
     tokens = {"encoder": list(trace.source_tokens), "decoder": list(trace.target_tokens)}
     if model.architecture == "decoder-only":
@@ -391,7 +393,7 @@ def information_flow(model, text: str, target: str | None = None, *, position: i
     for stack in [s for s in ("encoder", "decoder") if s in tokens]:
         layers = layers_of(trace, stack)
         if not layers:
-            raise VizError(f"This run recorded no residual stream for the {stack}.")
+            raise VizError(N_("This run recorded no residual stream for the {stack}."), stack=stack)
         prev = _point(trace.stream[layers[0]], "in", layers[0]).float()
         prev_col = (stack, 0, "in")
         columns.append(prev_col)

@@ -45,6 +45,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from viz_core.i18n import N_
+
 from ..capture.recorder import Recorder, recording
 from ..errors import InputError
 from ..model.choices import Over, PatchMethod, Readout, choose, options
@@ -145,7 +147,7 @@ def compare(real: Patching, approx: Patching) -> Comparison:
     """Agreement of attribution patching with real patching: their per-unit table and the
     Pearson and Spearman correlations (NaN where fewer than two units vary)."""
     if real.effect.shape != approx.effect.shape or real.over != approx.over:
-        raise InputError("Compare patching results of the same model, input and 'over'.")
+        raise InputError(N_("Compare patching results of the same model, input and 'over'."))
     a, b = real.frame, approx.frame
     frame = a.rename(columns={"effect": "patching"})
     frame["attribution"] = b["effect"].to_numpy()
@@ -217,9 +219,9 @@ def make_metric(subject: PatchSubject, clean_readout: torch.Tensor, token, again
     embedding for a model without an output head."""
     if subject.readout == "embedding":
         if token is not None or against is not None:
-            raise InputError("This model has no output head (no token logits): its patching "
+            raise InputError(N_("This model has no output head (no token logits): its patching "
                              "metric is the cosine similarity of the sentence embedding to the "
-                             "clean run's; leave the target token and contrast empty.")
+                             "clean run's; leave the target token and contrast empty."))
         ref = clean_readout[0].detach().float()
 
         def cosine(x):
@@ -234,8 +236,8 @@ def make_metric(subject: PatchSubject, clean_readout: torch.Tensor, token, again
     if against is not None and not (isinstance(against, str) and not against.strip()):
         alt = subject.token_id(against, "contrast token")
         if alt == tok:
-            raise InputError(f"The contrast token {subject.token_label(alt)!r} is the target "
-                             "token itself: pick a different contrast (or none).")
+            raise InputError(N_("The contrast token {token_label!r} is the target token itself: "
+                               "pick a different contrast (or none)."), token_label=subject.token_label(alt))
     t_label = subject.token_label(tok)
     pos = subject.position
     if alt is None:
@@ -381,9 +383,9 @@ def _chunks(subject: PatchSubject, groups, step: int, share_prefix: bool):
 def _check_gap(clean: float, corrupted: float, metric: Metric) -> float:
     gap = clean - corrupted
     if not np.isfinite(gap) or abs(gap) <= 1e-6 * max(1.0, abs(clean), abs(corrupted)):
-        raise InputError(f"The clean and corrupted inputs give the same {metric.name} "
-                         f"({clean:.4g} and {corrupted:.4g}): there is nothing to restore. "
-                         "Change the corrupted text (or the target token).")
+        raise InputError(N_("The clean and corrupted inputs give the same {name} ({clean:.4g} and "
+                           "{corrupted:.4g}): there is nothing to restore. Change the corrupted "
+                           "text (or the target token)."), name=metric.name, clean=clean, corrupted=corrupted)
     return gap
 
 
@@ -524,10 +526,11 @@ def check_same_length(clean_ids: Sequence[int], corrupted_ids: Sequence[int],
 
     def tok(tokens, j):
         return repr(_short(tokens[j])) if j < len(tokens) else "(end of input)"
-    raise InputError(f"The clean text has {len(clean_ids)} tokens and the corrupted text "
-                     f"{len(corrupted_ids)}: they must have the same number. They first differ "
-                     f"at token {i}: {tok(clean_tokens, i)} (clean) vs "
-                     f"{tok(corrupted_tokens, i)} (corrupted).")
+    raise InputError(N_("The clean text has {n_clean_ids} tokens and the corrupted text "
+                       "{n_corrupted_ids}: they must have the same number. They first differ at "
+                       "token {i}: {tok} (clean) vs {tok2} (corrupted)."),
+                         n_clean_ids=len(clean_ids), n_corrupted_ids=len(corrupted_ids), i=i,
+                         tok=tok(clean_tokens, i), tok2=tok(corrupted_tokens, i))
 
 
 def _short(text: str, n: int = 30) -> str:
@@ -540,9 +543,10 @@ def normalise_position(position, length: int, what: str = "input") -> int:
     try:
         p = int(position)
     except (TypeError, ValueError):
-        raise InputError(f"The position must be a whole number, not {_short(position)!r}."
+        raise InputError(N_("The position must be a whole number, not {short!r}."), short=_short(position)
                          ) from None
     if not -length <= p < length:
-        raise InputError(f"Position {p} is outside this {what} of {length} tokens "
-                         f"(use 0..{length - 1}, or -1 for the last).")
+        raise InputError(N_("Position {p} is outside this {what} of {length} tokens (use "
+                           "0..{value}, or -1 for the last)."),
+                             p=p, what=what, length=length, value=length - 1)
     return p % length

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 import pandas as pd
 import torch
 
+from viz_core.i18n import N_
+
 from ..errors import InputError
 from ..model.choices import Side, choose
 from .contributions import (
@@ -75,8 +77,8 @@ class QKAttribution:
 def _check_block(trace, block) -> tuple[str, int]:
     """(stack, layer number) of a self-attention block of this trace; InputError otherwise."""
     if not isinstance(block, str) or block not in trace.blocks:
-        raise InputError(f"{block!r} is not a block of this model; its blocks are "
-                         f"{list(trace.blocks)}.")
+        raise InputError(N_("{block!r} is not a block of this model; its blocks are {list}."),
+                            block=block, list=list(trace.blocks))
     stack, number, kind = block.split(".")
     if kind != "self":
         raise InputError(CROSS.format(block=block))
@@ -86,7 +88,7 @@ def _check_block(trace, block) -> tuple[str, int]:
 def _check_head(head, n: int) -> int:
     h = whole(head, "head")
     if not 0 <= h < n:
-        raise InputError(f"This block has heads 0..{n - 1}; no head {h}.")
+        raise InputError(N_("This block has heads 0..{value}; no head {h}."), value=n - 1, h=h)
     return h
 
 

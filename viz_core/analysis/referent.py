@@ -22,6 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from viz_core.i18n import N_
+
 from ..errors import InputError
 from .head_search import search_pair
 
@@ -61,8 +63,8 @@ def referent_of(text: str) -> Referent:
     try:
         parts = en_fr.because_parts(text)
     except ValueError:
-        raise InputError("Give sentences like 'the animal didn't cross the street because "
-                         "it was too tired' (the en-fr grammar's because-sentences).") from None
+        raise InputError(N_("Give sentences like 'the animal didn't cross the street because "
+                         "it was too tired' (the en-fr grammar's because-sentences).")) from None
     words = en_fr.split_words(text)
     target = en_fr.translate(text)
     fr = en_fr.split_words(target)
@@ -102,8 +104,8 @@ def referent_weights(model, text: str, *, kinds=KINDS) -> pd.DataFrame:
         query = ref.it if kind == "encoder.self" else ref.pronoun_row
         keys = trace.layers(kind)[0].key_tokens
         if keys[:len(ref.words)] != ref.words:
-            raise InputError("This model does not read the sentence as the en-fr grammar's "
-                             "tokens; use the shipped en-fr model.")
+            raise InputError(N_("This model does not read the sentence as the en-fr grammar's "
+                             "tokens; use the shipped en-fr model."))
         right = search_pair(trace, query, ref.right, kind).frame
         wrong = search_pair(trace, query, ref.wrong, kind).frame
         merged = right.merge(wrong[["block", "head", "score"]], on=["block", "head"],
@@ -120,9 +122,9 @@ def referent_heads(model, texts: list[str], *, threshold: float = 0.5,
     `threshold` of the pronoun's attention on the noun it refers to, for both adjective
     classes? (See the module docstring.)"""
     if not texts:
-        raise InputError("Give at least one sentence.")
+        raise InputError(N_("Give at least one sentence."))
     if not 0 < threshold <= 1:
-        raise InputError(f"The threshold is a weight in (0, 1], not {threshold}.")
+        raise InputError(N_("The threshold is a weight in (0, 1], not {threshold}."), threshold=threshold)
     per = []
     for text in texts:
         frame = referent_weights(model, text, kinds=kinds)
@@ -167,7 +169,7 @@ def referent_patching(model, texts: list[str]) -> pd.DataFrame:
     over sentences; 1 = patching this head alone restores the clean pronoun's margin), n,
     best first."""
     if not texts:
-        raise InputError("Give at least one sentence.")
+        raise InputError(N_("Give at least one sentence."))
     frames = []
     for text in texts:
         ref, other = referent_of(text), referent_of(contrast(text))
@@ -178,7 +180,7 @@ def referent_patching(model, texts: list[str]) -> pd.DataFrame:
                         against=other.pronoun, position=-1, over="heads")
         frames.append(p.frame)
     if not frames:
-        raise InputError("No sentence has a contrast with the other pronoun.")
+        raise InputError(N_("No sentence has a contrast with the other pronoun."))
     allf = pd.concat(frames, ignore_index=True)
     out = allf.groupby(["row", "index"], sort=False).effect.agg(["mean", "size"]).reset_index()
     out.columns = ["block", "head", "effect", "n"]

@@ -18,6 +18,8 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from viz_core.i18n import N_
+
 from ..errors import InputError
 
 ANALYSES: dict[str, str] = {
@@ -40,8 +42,8 @@ ANALYSES: dict[str, str] = {
 def function(name: str) -> Callable[..., Any]:
     """The analysis function registered as ``name`` (imported on first use)."""
     if not isinstance(name, str) or name not in ANALYSES:
-        raise InputError(f"There is no analysis named {str(name)[:40]!r}; the analyses are: "
-                         f"{', '.join(ANALYSES)}.")
+        raise InputError(N_("There is no analysis named {value!r}; the analyses are: {join}."),
+                            value=str(name)[:40], join=', '.join(ANALYSES))
     module, _, attr = ANALYSES[name].partition(":")
     return getattr(importlib.import_module(module), attr)
 

@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from viz_core.i18n import N_
+
 from ..errors import VizError
 from ..model.choices import AtlasEngine, AtlasTask, EdgeMethod, choose, options
 from .inputs import PROBE, AtlasError, InputStats, probe_texts, read_examples
@@ -102,13 +104,13 @@ def prepare(cfg: AtlasConfig, out: Path, model_for_probes: Callable[[], object])
     ident = cfg.identity()
     if old is not None:
         if not cfg.resume:
-            raise AtlasError(f"{out} already holds an atlas run; pass --resume to continue it "
-                             "or choose another --out directory.")
+            raise AtlasError(N_("{out} already holds an atlas run; pass --resume to continue it "
+                               "or choose another --out directory."), out=out)
         if old.get("identity") != ident:
             was = old.get("identity") or {}
             diff = sorted(k for k in {*ident, *was} if was.get(k) != ident.get(k))
-            raise AtlasError(f"{out} holds a run with other settings ({', '.join(diff)}); "
-                             "resume it with the same ones, or choose another --out.")
+            raise AtlasError(N_("{out} holds a run with other settings ({join}); resume it with "
+                               "the same ones, or choose another --out."), out=out, join=', '.join(diff))
         if old.get("prepared"):
             return old
     out.mkdir(parents=True, exist_ok=True)
@@ -272,8 +274,9 @@ def _run_ray(cfg: AtlasConfig, out: Path, pending: list[int], workers: int, thre
         except Exception as err:  # noqa: BLE001 - Ray wraps a worker's error: say it in short
             cause = getattr(err, "cause", None) or err
             first = (str(cause).strip().splitlines() or [""])[-1][:300]
-            raise AtlasError(f"The Ray run stopped: {type(cause).__name__}: {first} (finished "
-                             "shards are kept; fix the cause and rerun with --resume)") from err
+            raise AtlasError(N_("The Ray run stopped: {name}: {first} (finished shards are kept; "
+                               "fix the cause and rerun with --resume)"),
+                                 name=type(cause).__name__, first=first) from err
         finally:
             stop.set()
             watcher.join()
@@ -292,18 +295,19 @@ def run_atlas(cfg: AtlasConfig, progress: Callable[[dict], None] | None = None,
     from .summary import summarize
 
     if cfg.engine not in ENGINES:
-        raise AtlasError(f"Unknown engine {cfg.engine!r}: 'auto', 'ray' or 'local'.")
+        raise AtlasError(N_("Unknown engine {engine!r}: 'auto', 'ray' or 'local'."), engine=cfg.engine)
     if cfg.task not in TASKS:
-        raise AtlasError(f"Unknown task {cfg.task!r}: 'roles', 'patching' or 'circuit'.")
+        raise AtlasError(N_("Unknown task {task!r}: 'roles', 'patching' or 'circuit'."), task=cfg.task)
     extra = {}  # the worker's own settings, beside the common ones
     if cfg.task == "circuit":
         extra = {"method": choose(cfg.method, EdgeMethod, "method")}
         if isinstance(cfg.steps, bool) or not isinstance(cfg.steps, int) or \
                 not 1 <= cfg.steps <= 1000:
-            raise AtlasError(f"--steps must be a whole number from 1 to 1000, not {cfg.steps!r}.")
+            raise AtlasError(N_("--steps must be a whole number from 1 to 1000, not {steps!r}."),
+                                steps=cfg.steps)
         extra["steps"] = cfg.steps
     if cfg.batch < 1 or cfg.shard_size < 1 or (cfg.limit is not None and cfg.limit < 1):
-        raise AtlasError("--batch, --limit and the shard size must be at least 1.")
+        raise AtlasError(N_("--batch, --limit and the shard size must be at least 1."))
     if cfg.address and cfg.engine != "local":  # before anything is read or written
         from .cluster import prepare_connection
 

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from viz_core.i18n import N_
+
 from ..errors import InputError
 
 MAX_CHARS = 20_000  # the app's own limit for a text box and a URL value
@@ -42,12 +44,12 @@ def _sniff_binary(path: Path) -> None:
     with open(path, "rb") as f:
         head = f.read(SNIFF_BYTES)
     if not head:
-        raise AtlasInputError(f"{path} is empty: give a text file with one example per line, "
-                              "or a CSV/Parquet file with a 'text' column.")
+        raise AtlasInputError(N_("{path} is empty: give a text file with one example per line, or "
+                                "a CSV/Parquet file with a 'text' column."), path=path)
     if b"\x00" in head:
-        raise AtlasInputError(f"{path} looks binary (it holds NUL bytes), not text: give a "
-                              "UTF-8 text file with one example per line, or a CSV/Parquet "
-                              "file with a 'text' column.")
+        raise AtlasInputError(N_("{path} looks binary (it holds NUL bytes), not text: give a "
+                                "UTF-8 text file with one example per line, or a CSV/Parquet "
+                                "file with a 'text' column."), path=path)
 
 
 def _text_lines(path: Path) -> Iterator[str | None]:
@@ -58,19 +60,21 @@ def _text_lines(path: Path) -> Iterator[str | None]:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as err:
                 raise AtlasInputError(
-                    f"{path} line {n} is not UTF-8 text ({err.reason} at byte {err.start}): "
-                    "is it a binary file? Give a UTF-8 text file, one example per line."
+                    N_("{path} line {n} is not UTF-8 text ({reason} at byte {start}): is it a "
+                      "binary file? Give a UTF-8 text file, one example per line."),
+                        path=path, n=n, reason=err.reason, start=err.start
                 ) from None
             if "\x00" in line:
-                raise AtlasInputError(f"{path} line {n} holds NUL bytes: the file looks binary.")
+                raise AtlasInputError(N_("{path} line {n} holds NUL bytes: the file looks binary."),
+                                         path=path, n=n)
             yield line.rstrip("\r\n")
 
 
 def _check_text_column(path: Path, names: list[str]) -> None:
     if "text" not in names:
         shown = ", ".join(repr(c) for c in names[:12]) or "none"
-        raise AtlasInputError(f"{path} has no 'text' column (its columns: {shown}); name the "
-                              "column that holds the examples 'text'.")
+        raise AtlasInputError(N_("{path} has no 'text' column (its columns: {shown}); name the "
+                                "column that holds the examples 'text'."), path=path, shown=shown)
 
 
 def open_csv(path: Path, hint: str = "", convert_options=None):
@@ -87,7 +91,8 @@ def open_csv(path: Path, hint: str = "", convert_options=None):
             read_options=pacsv.ReadOptions(block_size=1 << 20),
             convert_options=convert_options)
     except (pa.ArrowInvalid, UnicodeDecodeError) as err:
-        raise AtlasInputError(f"{path} is not a readable CSV file ({err}){hint}") from None
+        raise AtlasInputError(N_("{path} is not a readable CSV file ({err}){hint}"),
+                                 path=path, err=err, hint=hint) from None
 
 
 def csv_batches(path: Path, reader) -> Iterator:
@@ -100,7 +105,7 @@ def csv_batches(path: Path, reader) -> Iterator:
         except StopIteration:
             return
         except pa.ArrowInvalid as err:
-            raise AtlasInputError(f"{path}: CSV error ({err}).") from None
+            raise AtlasInputError(N_("{path}: CSV error ({err})."), path=path, err=err) from None
         yield batch
 
 
@@ -119,7 +124,8 @@ def _parquet_cells(path: Path) -> Iterator[str | None]:
         pf = pq.ParquetFile(path)
     except (pa.ArrowInvalid, OSError) as err:
         _sniff_binary(path)
-        raise AtlasInputError(f"{path} is not a readable Parquet file: {err}") from None
+        raise AtlasInputError(N_("{path} is not a readable Parquet file: {err}"),
+                                 path=path, err=err) from None
     _check_text_column(path, pf.schema_arrow.names)
     for batch in pf.iter_batches(columns=["text"], batch_size=4096):
         yield from (None if v is None else str(v) for v in batch.column(0).to_pylist())
@@ -129,9 +135,9 @@ def read_examples(data: str, stats: InputStats, limit: int | None = None) -> Ite
     """The examples of a data file as a stream (never all in memory), counted in `stats`."""
     path = Path(data).expanduser()
     if not path.exists():
-        raise AtlasInputError(f"No such data file: {data}")
+        raise AtlasInputError(N_("No such data file: {data}"), data=data)
     if path.is_dir():
-        raise AtlasInputError(f"{data} is a folder; give a .txt, .csv or .parquet file.")
+        raise AtlasInputError(N_("{data} is a folder; give a .txt, .csv or .parquet file."), data=data)
     kind = FORMATS.get(path.suffix.lower(), "text")
     cells = {"text": _text_lines, "csv": _csv_cells, "parquet": _parquet_cells}[kind](path)
     for cell in cells:
@@ -149,7 +155,7 @@ def read_examples(data: str, stats: InputStats, limit: int | None = None) -> Ite
         yield cell
     if stats.examples == 0:
         what = "only blank lines" if stats.blank else "no examples"
-        raise AtlasInputError(f"{data} has {what}: nothing to analyse.")
+        raise AtlasInputError(N_("{data} has {what}: nothing to analyse."), data=data, what=what)
 
 
 # ---- built-in probe set: repeated random tokens, for any tokenizer ------------------------
@@ -195,8 +201,8 @@ def probe_vocabulary(model, extra: list[str] = ()) -> tuple[list[str], str]:
             if toks and all(len(t) == 1 for t in toks.values()):
                 pool.append(w)
     if len(pool) < 4:
-        raise AtlasInputError(f"The probe set needs at least 4 single-token words the model "
-                              f"knows; found {len(pool)}: {pool}.")
+        raise AtlasInputError(N_("The probe set needs at least 4 single-token words the model "
+                                "knows; found {n_pool}: {pool}."), n_pool=len(pool), pool=pool)
     joiner = "" if all(len(w) == 1 for w in pool) else " "
     if joiner == " ":
         pool = [w for w in pool if len(w) > 1 or w.isalpha()]

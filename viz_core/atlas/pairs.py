@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from viz_core.i18n import N_
+
 from .inputs import MAX_CHARS, AtlasInputError, _sniff_binary, csv_batches, open_csv
 
 REQUIRED = ("clean", "corrupted")
@@ -37,9 +39,10 @@ def _check_columns(path: Path, names: list[str]) -> None:
     if missing:
         shown = ", ".join(repr(c) for c in names[:12]) or "none"
         raise AtlasInputError(
-            f"{path} has no {' or '.join(repr(c) for c in missing)} column (its columns: "
-            f"{shown}). A pairs file needs the columns 'clean' and 'corrupted', optionally "
-            f"'token' and 'against'; its first line would read: {EXAMPLE}")
+            N_("{path} has no {join} column (its columns: {shown}). A pairs file needs the "
+              "columns 'clean' and 'corrupted', optionally 'token' and 'against'; its first line "
+              "would read: {EXAMPLE}"), path=path, join=' or '.join(repr(c) for c in missing), shown=shown,
+                EXAMPLE=EXAMPLE)
 
 
 def _csv_rows(path: Path) -> Iterator[dict]:
@@ -65,7 +68,8 @@ def _parquet_rows(path: Path) -> Iterator[dict]:
         pf = pq.ParquetFile(path)
     except (pa.ArrowInvalid, OSError) as err:
         _sniff_binary(path)
-        raise AtlasInputError(f"{path} is not a readable Parquet file: {err}") from None
+        raise AtlasInputError(N_("{path} is not a readable Parquet file: {err}"),
+                                 path=path, err=err) from None
     _check_columns(path, pf.schema_arrow.names)
     present = [c for c in COLUMNS if c in pf.schema_arrow.names]
     for batch in pf.iter_batches(columns=present, batch_size=4096):
@@ -89,18 +93,19 @@ def read_pairs(data: str, stats: PairStats, limit: int | None = None) -> Iterato
     against None when absent or blank), counted in `stats`."""
     path = Path(data).expanduser()
     if not path.exists():
-        raise AtlasInputError(f"No such pairs file: {data}")
+        raise AtlasInputError(N_("No such pairs file: {data}"), data=data)
     if path.is_dir():
-        raise AtlasInputError(f"{data} is a folder; give a .csv, .tsv or .parquet file with "
-                              "the columns clean and corrupted.")
+        raise AtlasInputError(N_("{data} is a folder; give a .csv, .tsv or .parquet file with the "
+                                "columns clean and corrupted."), data=data)
     suffix = path.suffix.lower()
     if suffix in (".parquet", ".pq"):
         rows = _parquet_rows(path)
     elif suffix in (".csv", ".tsv", ".txt", ""):
         rows = _csv_rows(path)
     else:
-        raise AtlasInputError(f"{data}: a pairs file is a .csv, .tsv or .parquet file with the "
-                              f"columns clean and corrupted (first line: {EXAMPLE}).")
+        raise AtlasInputError(N_("{data}: a pairs file is a .csv, .tsv or .parquet file with the "
+                                "columns clean and corrupted (first line: {EXAMPLE})."),
+                                  data=data, EXAMPLE=EXAMPLE)
     for row in rows:
         if limit is not None and stats.examples >= limit:
             return
@@ -117,5 +122,5 @@ def read_pairs(data: str, stats: PairStats, limit: int | None = None) -> Iterato
     if stats.examples == 0:
         what = ("only rows with a blank clean or corrupted cell" if stats.blank
                 else "no rows")
-        raise AtlasInputError(f"{data} has {what}: no pair to patch. Each row needs a clean "
-                              "and a corrupted text.")
+        raise AtlasInputError(N_("{data} has {what}: no pair to patch. Each row needs a clean and "
+                                "a corrupted text."), data=data, what=what)

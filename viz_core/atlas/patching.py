@@ -30,6 +30,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from viz_core.i18n import N_
+
 from ..errors import VizError
 from .layout import (
     INFO,
@@ -89,8 +91,8 @@ def head_cells(p) -> list[tuple[str, int, int, float]]:
     layers) the kind is "self". NaN cells (no such head) are left out."""
     effect = np.asarray(p.effect, dtype=np.float64)
     if effect.ndim != 2:
-        raise VizError(f"patch(over='heads') returned an effect of shape {effect.shape}; "
-                       "expected [layer, head].")
+        raise VizError(N_("patch(over='heads') returned an effect of shape {shape}; expected "
+                         "[layer, head]."), shape=effect.shape)
     names = list(getattr(p, "rows", None) or [])
     out = []
     for i in range(effect.shape[0]):
@@ -331,7 +333,8 @@ def load_pairs(task: PairTask, path: str | Path, summarise) -> PatchingAtlas:
 
     path = Path(path).expanduser()
     if run_task(path) != task.name:
-        raise AtlasInputError(f"{path} is not the output of an atlas --task {task.name} run.")
+        raise AtlasInputError(N_("{path} is not the output of an atlas --task {name} run."),
+                                 path=path, name=task.name)
     if not (path / INFO).is_file() or not (path / task.summary).is_file():
         summarise(path, complete=False)
     return PatchingAtlas(path, read_json(path / INFO) or {},

@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from viz_core.i18n import N_
+
 from .layout import INFO, MANIFEST, done_shards, examples_path, heads_path, read_json, write_json
 from .roles import ROLES, dominant_role
 
@@ -180,12 +182,13 @@ def load_atlas(path: str | Path) -> Atlas:
 
     path = Path(path).expanduser()
     if not is_atlas(path):
-        raise AtlasInputError(f"{path} is not an atlas output directory (no {MANIFEST}).")
+        raise AtlasInputError(N_("{path} is not an atlas output directory (no {MANIFEST})."),
+                                 path=path, MANIFEST=MANIFEST)
     task = run_task(path)
     if task in ("patching", "circuit"):
         what = "a head-patching run" if task == "patching" else "a circuit run"
-        raise AtlasInputError(f"{path} holds {what} (--task {task}): read it with "
-                              f"viz_core.atlas.load_{task}.")
+        raise AtlasInputError(N_("{path} holds {what} (--task {task}): read it with "
+                                "viz_core.atlas.load_{task}."), path=path, what=what, task=task)
     if not (path / INFO).is_file() or not (path / "summary.parquet").is_file():
         summarize(path, complete=False)
     info = read_json(path / INFO) or {}

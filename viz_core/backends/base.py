@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from viz_core.i18n import N_
+
 from ..analysis.registry import attach
 from ..capture.recorder import Recorder, recording
 from ..capture.residency import DeviceBudget
@@ -291,10 +293,10 @@ def permuted(ids: list, order, special: list | None = None) -> tuple[list, list[
     try:
         order = [int(o) for o in order]
     except (TypeError, ValueError):
-        raise InputError("The token order must be whole numbers.") from None
+        raise InputError(N_("The token order must be whole numbers.")) from None
     if sorted(order) != list(range(len(slots))):
-        raise InputError(f"The token order must be a permutation of 0..{len(slots) - 1} "
-                         f"(this input has {len(slots)} ordinary tokens).")
+        raise InputError(N_("The token order must be a permutation of 0..{value} (this input has "
+                           "{n_slots} ordinary tokens)."), value=len(slots) - 1, n_slots=len(slots))
     where = list(range(len(ids)))
     for slot, o in zip(slots, order):
         where[slot] = slots[o]
@@ -325,11 +327,13 @@ def check_ablation(ablate: dict | None, heads: dict[str, int]) -> dict[str, list
     spec = {}
     for block, hs in ablate.items():
         if block not in heads:
-            raise InputError(f"Cannot ablate {block!r}: this model's blocks are {list(heads)}.")
+            raise InputError(N_("Cannot ablate {block!r}: this model's blocks are {list}."),
+                                block=block, list=list(heads))
         idx = sorted({int(h) for h in hs})
         bad = [h for h in idx if not 0 <= h < heads[block]]
         if bad:
-            raise InputError(f"{block!r} has heads 0..{heads[block] - 1}; no head {bad[0]}.")
+            raise InputError(N_("{block!r} has heads 0..{value}; no head {value2}."),
+                                block=block, value=heads[block] - 1, value2=bad[0])
         if idx:
             spec[block] = idx
     return spec or None

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
+from viz_core.i18n import N_
+
 from ..errors import ModelLoadError
 from ..model.choices import Architecture, NormPlacement, PositionalKind, choose
 
@@ -315,6 +317,7 @@ def family_for(model_type: str | None, name: str = "") -> Family:
     family = FAMILIES.get(model_type or "")
     if family is None:
         raise ModelLoadError(
-            f"{name!r} is a {model_type or 'unknown'!r} model, which Attention Lab does not "
-            f"support. Supported model types: {supported_text()}.")
+            N_("{name!r} is a {value!r} model, which Attention Lab does not support. Supported "
+              "model types: {supported_text}."),
+                name=name, value=model_type or 'unknown', supported_text=supported_text())
     return family

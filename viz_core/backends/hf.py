@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import torch
 
+from viz_core.i18n import N_
+
 from ..capture.recorder import Recorder, call_names, install_stream_hooks, recording
 from ..capture.trace import AttentionTrace
 from ..decoding.steppers import HFStepper
@@ -209,11 +211,11 @@ class HFModel(Backend):
                 special: bool = True) -> dict:
         for t, w in ((text, what), (pair, "second sentence")):
             if t is not None and (not isinstance(t, str) or not t.strip()):
-                raise InputError(f"The {w} is empty: type some text.")
+                raise InputError(N_("The {w} is empty: type some text."), w=w)
         enc = self._tokenize(text, pair, special)
         n = len(enc["input_ids"])
         if n == 0:
-            raise InputError(f"The {what} has no tokens this model can read.")
+            raise InputError(N_("The {what} has no tokens this model can read."), what=what)
         if n > room:
             enc = truncate_ids(enc, room)
             warnings.append(f"The {what} has {n} tokens; only the first {room} fit this model "
@@ -301,14 +303,14 @@ class HFModel(Backend):
         """
         arch = self.architecture
         if pair is not None and arch != "encoder-only":
-            raise InputError("A second sentence (pair) only applies to encoder-only models.")
+            raise InputError(N_("A second sentence (pair) only applies to encoder-only models."))
         if permute is not None and pair is not None:
-            raise InputError("Reordering tokens applies to a single sentence, not a pair.")
+            raise InputError(N_("Reordering tokens applies to a single sentence, not a pair."))
         mode = "on" if positions else self._positions_off_mode()
         if mode == "position_ids" and arch != "encoder-only" and not (
                 (target is not None and target.strip()) or max_new == 0):
-            raise InputError("With positions switched off this model is traced on its input "
-                             "alone: give a target or generate no new tokens (max_new=0).")
+            raise InputError(N_("With positions switched off this model is traced on its input "
+                             "alone: give a target or generate no new tokens (max_new=0)."))
         warnings: list[str] = []
         spec = check_ablation(ablate, self._heads)
         room = self.max_tokens
@@ -387,14 +389,14 @@ class HFModel(Backend):
         columns are marked in ``mask`` and receive exactly zero attention.
         """
         if not sources:
-            raise InputError("No inputs given.")
+            raise InputError(N_("No inputs given."))
         spec = check_ablation(ablate, self._heads)
         room = self.max_tokens
         warnings: list[list[str]] = [[] for _ in sources]
         decs = None
         if self.architecture == "encoder-decoder":
             if targets is None or len(targets) != len(sources):
-                raise InputError("An encoder-decoder batch needs one target per input.")
+                raise InputError(N_("An encoder-decoder batch needs one target per input."))
             encs = [self.encode_text(s, "input", room, w) for s, w in zip(sources, warnings)]
             start = int(self.hf_model.config.decoder_start_token_id)
             decs = []
@@ -426,8 +428,8 @@ class HFModel(Backend):
             return "bias"
         if "position_ids" in inspect.signature(self.hf_model.forward).parameters:
             return "position_ids"
-        raise InputError(f"Positions cannot be switched off for {self.family} models here: "
-                         "their forward pass takes no position ids.")
+        raise InputError(N_("Positions cannot be switched off for {family} models here: their "
+                           "forward pass takes no position ids."), family=self.family)
 
     # ---- one padded forward pass -> traces ----------------------------------------------
     def _inputs(self, encs: list[dict], decs: list[list[int]] | None,

@@ -17,6 +17,8 @@ import sys
 import torch
 from torch import nn
 
+from viz_core.i18n import N_
+
 from ..analysis.parts import HeadWeights, NormSpec
 from ..errors import InputError
 
@@ -58,7 +60,7 @@ def unembedding(backend) -> tuple[torch.Tensor, torch.Tensor | None]:
     hf = backend.hf_model
     head = hf.get_output_embeddings()
     if head is None:
-        raise InputError(f"{backend.name or 'This model'} has no output head (unembedding).")
+        raise InputError(N_("{value} has no output head (unembedding)."), value=backend.name or 'This model')
     w = head.weight.detach()
     cfg = hf.config
     if getattr(cfg, "model_type", "") == "t5" and getattr(cfg, "scale_decoder_outputs",
@@ -138,8 +140,8 @@ def _rotation(backend, attn: nn.Module, layer: int):
 def head_weights(backend, block: str) -> HeadWeights:
     attn = backend._modules.get(block)
     if attn is None:
-        raise InputError(f"{block!r} is not a block of this model; its blocks are "
-                         f"{list(backend._modules)}.")
+        raise InputError(N_("{block!r} is not a block of this model; its blocks are {list}."),
+                            block=block, list=list(backend._modules))
     stack, number, kind = block.split(".")
     layer = f"{stack}.{number}"
     h = backend._heads[block]
@@ -185,11 +187,11 @@ def token_id(backend, token) -> int:
         else len(tok)
     if isinstance(token, numbers.Integral) and not isinstance(token, bool):
         if not 0 <= token < size:
-            raise InputError(f"Token id {token} is out of range: the vocabulary has {size} "
-                             f"tokens (0..{size - 1}).")
+            raise InputError(N_("Token id {token} is out of range: the vocabulary has {size} "
+                               "tokens (0..{value})."), token=token, size=size, value=size - 1)
         return int(token)
     if not isinstance(token, str) or not token:
-        raise InputError("The token is empty: type one token of the model's vocabulary.")
+        raise InputError(N_("The token is empty: type one token of the model's vocabulary."))
     vocab = tok.get_vocab()
     if token in vocab:  # a vocabulary entry as stored ("Ġcat", "▁cat", "##ing")
         return int(vocab[token])
@@ -198,13 +200,13 @@ def token_id(backend, token) -> int:
         try:
             ids = tok(text, add_special_tokens=False)["input_ids"]
         except (TypeError, ValueError):  # e.g. lone surrogates: Rust tokenizers refuse them
-            raise InputError(f"{token!r} cannot be read by this model's tokenizer.") from None
+            raise InputError(N_("{token!r} cannot be read by this model's tokenizer."), token=token) from None
         if len(ids) == 1:
             candidates.append(ids[0])
     if candidates:
         return int(candidates[0])
-    raise InputError(f"{token!r} is not one token of this model's vocabulary (the tokenizer "
-                     f"splits it into several pieces or none); pick a single token.")
+    raise InputError(N_("{token!r} is not one token of this model's vocabulary (the tokenizer "
+                       "splits it into several pieces or none); pick a single token."), token=token)
 
 
 def token_strings(backend, ids) -> list[str]:

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import torch
 
+from viz_core.i18n import N_
+
 from ..capture.device import pick_device, pick_dtype
 from ..capture.recorder import Recorder, last_query_pattern, recording
 from ..capture.trace import AttentionTrace, to_numpy
@@ -98,7 +100,7 @@ class NativeModel(Backend):
 
     def unembedding(self):
         if not self.cfg.has_decoder:
-            raise InputError("This model has no decoder: it has no unembedding.")
+            raise InputError(N_("This model has no decoder: it has no unembedding."))
         return self.model.generator.weight, self.model.generator.bias
 
     def position_rows(self, n: int):
@@ -147,10 +149,10 @@ class NativeModel(Backend):
     def encode_text(self, vocab: Vocab, text: str, room: int, warnings: list[str], what: str):
         """(ids, shown tokens, unknown words), cut to ``room`` tokens with a warning."""
         if not isinstance(text, str) or not text.strip():
-            raise InputError(f"The {what} is empty: type some text.")
+            raise InputError(N_("The {what} is empty: type some text."), what=what)
         ids, shown, unknown = vocab.encode(text)
         if not ids:
-            raise InputError(f"The {what} has no tokens this model can read.")
+            raise InputError(N_("The {what} has no tokens this model can read."), what=what)
         if len(ids) > room:
             warnings.append(f"The {what} has {len(ids)} tokens; only the first {room} fit "
                             f"this model (max_len {self.cfg.max_len}), the rest was cut.")
@@ -308,9 +310,9 @@ class NativeModel(Backend):
         """
         cfg = self.cfg
         if not sources:
-            raise InputError("No inputs given.")
+            raise InputError(N_("No inputs given."))
         if cfg.kind == "encoder-decoder" and (targets is None or len(targets) != len(sources)):
-            raise InputError("An encoder-decoder batch needs one target per input.")
+            raise InputError(N_("An encoder-decoder batch needs one target per input."))
         spec = check_ablation(ablate, self._heads)
         warnings: list[list[str]] = [[] for _ in sources]
         unknown: list[list[str]] = [[] for _ in sources]
@@ -385,7 +387,7 @@ class NativeStepper:
             self.attention_keys = [BOS] + shown
             self.root_token = " ".join(shown)
         else:
-            raise InputError("This model has no decoder: it cannot generate text.")
+            raise InputError(N_("This model has no decoder: it cannot generate text."))
         self.room = cfg.max_len - len(self.start_ids)
         self.prefix_ids: list[int] = []
         if prefix_text is not None and prefix_text.strip():

@@ -10,6 +10,8 @@ import numbers
 import torch
 from torch import nn
 
+from viz_core.i18n import N_
+
 from ..analysis.parts import HeadWeights, NormSpec
 from ..errors import InputError
 from ..model.positional import apply_rope
@@ -27,8 +29,8 @@ def norm_spec(module: nn.Module | None) -> NormSpec | None:
 def _layer(backend, stack: str, number: int):
     layers = backend.model.encoder if stack == "encoder" else backend.model.decoder
     if not 0 <= number < len(layers):
-        raise InputError(f"This model's {stack} has layers 0..{len(layers) - 1}; "
-                         f"no layer {number}.")
+        raise InputError(N_("This model's {stack} has layers 0..{value}; no layer {number}."),
+                            stack=stack, value=len(layers) - 1, number=number)
     return layers[number]
 
 
@@ -37,7 +39,7 @@ def head_weights(backend, block: str) -> HeadWeights:
     layer = _layer(backend, stack, int(number))
     attn = layer.cross_attn if kind == "cross" else layer.self_attn
     if attn is None:
-        raise InputError(f"{block!r} is not a block of this model.")
+        raise InputError(N_("{block!r} is not a block of this model."), block=block)
     h, hkv, dk = attn.n_heads, attn.n_kv_heads, attn.d_k
     d = attn.W_Q.weight.shape[1]
     sub = {"self": 0, "cross": 1}[kind]
@@ -65,18 +67,20 @@ def token_id(backend, token) -> int:
     vocab = backend.tgt_vocab if backend.tgt_vocab is not None else backend.src_vocab
     if isinstance(token, numbers.Integral) and not isinstance(token, bool):
         if not 0 <= token < len(vocab.tokens):
-            raise InputError(f"Token id {token} is out of range: the vocabulary has "
-                             f"{len(vocab.tokens)} tokens (0..{len(vocab.tokens) - 1}).")
+            raise InputError(N_("Token id {token} is out of range: the vocabulary has {n_tokens} "
+                               "tokens (0..{value})."), token=token, n_tokens=len(vocab.tokens),
+                                 value=len(vocab.tokens) - 1)
         return int(token)
     if not isinstance(token, str) or not token:
-        raise InputError("The token is empty: type one word of the model's vocabulary.")
+        raise InputError(N_("The token is empty: type one word of the model's vocabulary."))
     idx = vocab.index.get(token)
     if idx is None:  # as the tokenizer would read it: trimmed, lowercased
         t = token.strip()
         idx = vocab.index.get(t.lower() if vocab.lowercase else t)
     if idx is None:
-        raise InputError(f"{token!r} is not in this model's vocabulary (one token is needed; "
-                         f"the vocabulary has {len(vocab.tokens)} entries).")
+        raise InputError(N_("{token!r} is not in this model's vocabulary (one token is needed; "
+                           "the vocabulary has {n_tokens} entries)."),
+                             token=token, n_tokens=len(vocab.tokens))
     return int(idx)
 
 

@@ -19,6 +19,8 @@ import inspect
 
 import torch
 
+from viz_core.i18n import N_
+
 from ..analysis.patching import PatchSubject, check_same_length, normalise_position
 from ..errors import InputError
 from ..model.tokenizer import BOS, EOS
@@ -28,15 +30,15 @@ def subject_for(backend, clean: str, corrupted: str, target: str | None = None,
                 position: int = -1) -> PatchSubject:
     for text, what in ((clean, "clean text"), (corrupted, "corrupted text")):
         if not isinstance(text, str) or not text.strip():
-            raise InputError(f"The {what} is empty: type some text.")
+            raise InputError(N_("The {what} is empty: type some text."), what=what)
     if target is not None and not isinstance(target, str):
-        raise InputError("The target must be text.")
+        raise InputError(N_("The target must be text."))
     # told apart by what they hold (importing their classes here would close an import circle)
     if getattr(backend, "hf_model", None) is not None:
         return _hf(backend, clean, corrupted, target, position)
     if getattr(backend, "family", None) == "native":
         return _native(backend, clean, corrupted, target, position)
-    raise InputError(f"Patching is not available for {type(backend).__name__} models.")
+    raise InputError(N_("Patching is not available for {name} models."), name=type(backend).__name__)
 
 
 def _width(n_tokens: int, d_model: int, d_ff: int, heads: int, vocab_rows: int) -> int:
@@ -148,16 +150,18 @@ def _native_token(vocab, text, what: str) -> int:
     if len(ids) == 1 and not unknown:
         return ids[0]
     if unknown or not ids:
-        raise InputError(f"The {what} {_quote(text)} is not in this model's vocabulary.")
-    raise InputError(f"The {what} {_quote(text)} is {len(ids)} tokens in this model's "
-                     "vocabulary; give a single token.")
+        raise InputError(N_("The {what} {quote} is not in this model's vocabulary."),
+                            what=what, quote=_quote(text))
+    raise InputError(N_("The {what} {quote} is {n_ids} tokens in this model's vocabulary; give a "
+                       "single token."), what=what, quote=_quote(text), n_ids=len(ids))
 
 
 def _token_text(text, what: str) -> str:
     if not isinstance(text, str) or not text.strip():
-        raise InputError(f"The {what} is empty: give one token of the vocabulary.")
+        raise InputError(N_("The {what} is empty: give one token of the vocabulary."), what=what)
     if len(text) > 100:
-        raise InputError(f"The {what} is {len(text)} characters long: give a single token.")
+        raise InputError(N_("The {what} is {n_text} characters long: give a single token."),
+                            what=what, n_text=len(text))
     return text
 
 
@@ -259,8 +263,9 @@ def _hf_token(backend, text, what: str) -> int:
             return int(ids[0])
     ids = tok(text, add_special_tokens=False)["input_ids"]
     if not ids or (unk is not None and unk in ids):
-        raise InputError(f"The {what} {_quote(text)} is not in this model's vocabulary.")
-    raise InputError(f"The {what} {_quote(text)} is {len(ids)} tokens for this model "
-                     f"({', '.join(_quote(s) for s in backend.shown_tokens(ids)[:5])}); give a "
-                     "single token.")
+        raise InputError(N_("The {what} {quote} is not in this model's vocabulary."),
+                            what=what, quote=_quote(text))
+    raise InputError(N_("The {what} {quote} is {n_ids} tokens for this model ({join}); give a "
+                       "single token."), what=what, quote=_quote(text), n_ids=len(ids),
+                         join=', '.join(_quote(s) for s in backend.shown_tokens(ids)[:5]))
 

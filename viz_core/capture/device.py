@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from viz_core.i18n import N_
+
 from ..errors import InputError
 from ..model.choices import Dtype, options
 
@@ -30,8 +32,8 @@ def pick_device(device: str | torch.device | None = "auto") -> torch.device:
         dev = None
     if dev is None or dev.type not in available_devices():
         raise InputError(
-            f"device {str(device)!r} is not available here; choose one of "
-            f"{['auto', *available_devices()]}"
+            N_("device {device!r} is not available here; choose one of {value}"),
+               device=str(device), value=['auto', *available_devices()]
         )
     return dev
 
@@ -51,5 +53,6 @@ def pick_dtype(dtype: Dtype | torch.dtype | None, device: torch.device) -> torch
         return torch.bfloat16 if torch.device(device).type == "cuda" else torch.float32
     name = str(dtype).removeprefix("torch.")
     if name not in DTYPES:
-        raise InputError(f"dtype {dtype!r} is not one of auto, {', '.join(DTYPES)}")
+        raise InputError(N_("dtype {dtype!r} is not one of auto, {join}"),
+                            dtype=dtype, join=', '.join(DTYPES))
     return DTYPES[name]

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+from viz_core.i18n import N_
+
 from ..errors import InputError
 from .beam_tree import BeamTree
 from .search import NEG, attention_key_labels, make_tree, run_search
@@ -23,20 +25,23 @@ MAX_BEAM, MAX_LEN = 16, 256
 
 def _check(beam_size, max_len, num_return, length_penalty, early_stopping) -> int:
     if isinstance(beam_size, bool) or not isinstance(beam_size, int) or not 1 <= beam_size <= MAX_BEAM:
-        raise InputError(f"Beam size must be a whole number from 1 to {MAX_BEAM}, not {beam_size!r}.")
+        raise InputError(N_("Beam size must be a whole number from 1 to {MAX_BEAM}, not "
+                           "{beam_size!r}."), MAX_BEAM=MAX_BEAM, beam_size=beam_size)
     if isinstance(max_len, bool) or not isinstance(max_len, int) or not 1 <= max_len <= MAX_LEN:
-        raise InputError(f"Maximum length must be a whole number from 1 to {MAX_LEN}, "
-                         f"not {max_len!r}.")
+        raise InputError(N_("Maximum length must be a whole number from 1 to {MAX_LEN}, not "
+                           "{max_len!r}."), MAX_LEN=MAX_LEN, max_len=max_len)
     if num_return is None:
         num_return = beam_size
     if isinstance(num_return, bool) or not isinstance(num_return, int) or not 1 <= num_return <= beam_size:
-        raise InputError(f"Number of results must be from 1 to the beam size ({beam_size}), "
-                         f"not {num_return!r}.")
+        raise InputError(N_("Number of results must be from 1 to the beam size ({beam_size}), not "
+                           "{num_return!r}."), beam_size=beam_size, num_return=num_return)
     if isinstance(length_penalty, bool) or not isinstance(length_penalty, int | float) \
             or not math.isfinite(length_penalty):
-        raise InputError(f"Length penalty must be a finite number, not {length_penalty!r}.")
+        raise InputError(N_("Length penalty must be a finite number, not {length_penalty!r}."),
+                            length_penalty=length_penalty)
     if not (early_stopping is True or early_stopping is False or early_stopping == "never"):
-        raise InputError(f"early_stopping must be True, False or 'never', not {early_stopping!r}.")
+        raise InputError(N_("early_stopping must be True, False or 'never', not "
+                           "{early_stopping!r}."), early_stopping=early_stopping)
     return num_return
 
 
@@ -54,9 +59,9 @@ def beam_search(model, source: str, beam_size: int = 4, max_len: int = 32,
     """
     num_return = _check(beam_size, max_len, num_return, length_penalty, early_stopping)
     if not isinstance(source, str) or not source.strip():
-        raise InputError("The input is empty: type some text.")
+        raise InputError(N_("The input is empty: type some text."))
     if not model.can_generate:
-        raise InputError("This model has no decoder: it cannot generate text.")
+        raise InputError(N_("This model has no decoder: it cannot generate text."))
     warnings: list[str] = []
     stepper = model.make_stepper(source, prefix, beams=beam_size, max_new=max_len,
                                  length_penalty=float(length_penalty),
@@ -74,7 +79,7 @@ def search_with(stepper: Stepper, settings: dict, warnings: list[str] | None = N
     warnings = list(warnings or [])
     max_new = min(settings["max_len"], stepper.room)
     if max_new < 1:
-        raise InputError("The input leaves no room to generate: shorten it.")
+        raise InputError(N_("The input leaves no room to generate: shorten it."))
     if max_new < settings["max_len"]:
         warnings.append(f"This model's positions leave room for {max_new} new tokens only: "
                         f"the search stops there.")
@@ -82,8 +87,8 @@ def search_with(stepper: Stepper, settings: dict, warnings: list[str] | None = N
     if settings.get("prefix") and not prefix_ids:
         warnings.append("The forced prefix has no tokens this model knows: ignored.")
     if len(prefix_ids) >= max_new:
-        raise InputError(f"The forced prefix has {len(prefix_ids)} tokens: it must be shorter "
-                         f"than the maximum length ({max_new}).")
+        raise InputError(N_("The forced prefix has {n_prefix_ids} tokens: it must be shorter than "
+                           "the maximum length ({max_new})."), n_prefix_ids=len(prefix_ids), max_new=max_new)
     num_return = settings.get("num_return") or settings["beam_size"]
     nodes, hyps, info = run_search(
         stepper, beam_size=settings["beam_size"], max_new=max_new,

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from viz_core.i18n import N_
+
 from ..errors import InputError
 
 
@@ -65,10 +67,10 @@ def embedding_parts(model, text: str, pair: str | None = None) -> EmbeddingParts
     tokenizer = getattr(model, "tokenizer", None)
     emb = embeddings_module(hf) if hf is not None else None
     if emb is None or tokenizer is None:
-        raise InputError("This model has no BERT-style embedding tables (token, segment, "
-                         "position) to show.")
+        raise InputError(N_("This model has no BERT-style embedding tables (token, segment, "
+                         "position) to show."))
     if not isinstance(text, str) or not text.strip():
-        raise InputError("The input is empty: type some text.")
+        raise InputError(N_("The input is empty: type some text."))
     pair = pair if pair and pair.strip() else None
     enc = tokenizer(text, pair, add_special_tokens=True, truncation=False, padding=False)
     ids = list(enc["input_ids"])
@@ -77,7 +79,7 @@ def embedding_parts(model, text: str, pair: str | None = None) -> EmbeddingParts
     offset = pad + 1 if isinstance(pad, int) else 0
     room = n_pos - offset
     if not ids:
-        raise InputError("The input has no tokens this model can read.")
+        raise InputError(N_("The input has no tokens this model can read."))
     segments = list(enc.get("token_type_ids") or [0] * len(ids))[:room]
     ids = ids[:room]
     positions = [offset + i for i in range(len(ids))]

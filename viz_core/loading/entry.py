@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from viz_core.i18n import N_
+
 from ..errors import ModelLoadError
 from ..model.choices import Dtype
 from .policy import BUILTIN_HF, Policy, current_policy
@@ -23,10 +25,10 @@ def load(name_or_path: str, device: str = "auto", policy: Policy | None = None,
     softmax and every captured pattern are float32 whatever it is.
     """
     if not isinstance(name_or_path, str) or not name_or_path.strip():
-        raise ModelLoadError("No model given: pick a shipped model, 'minilm', a path or an id.")
+        raise ModelLoadError(N_("No model given: pick a shipped model, 'minilm', a path or an id."))
     name = name_or_path.strip()
     if "\x00" in name or any(0xD800 <= ord(c) <= 0xDFFF for c in name):
-        raise ModelLoadError("The model name contains characters no path or id can have.")
+        raise ModelLoadError(N_("The model name contains characters no path or id can have."))
     policy = policy or current_policy()
     from ..backends.native import NativeModel
 
@@ -48,7 +50,8 @@ def load(name_or_path: str, device: str = "auto", policy: Policy | None = None,
     try:
         from .hf import load_hf
     except ImportError as err:  # the Hugging Face backend is optional at import time
-        raise ModelLoadError(f"Cannot load {name!r}: Hugging Face support unavailable ({err})"
+        raise ModelLoadError(N_("Cannot load {name!r}: Hugging Face support unavailable ({err})"),
+                                name=name, err=err
                              ) from err
     _check_hf_size(policy, name)
     model = load_hf(name, device, dtype)

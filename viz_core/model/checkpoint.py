@@ -13,6 +13,8 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from viz_core.i18n import N_
+
 from ..errors import CheckpointError
 from .config import TransformerConfig
 from .tokenizer import Vocab
@@ -42,28 +44,31 @@ def read_json(path: Path, what: str):
     """The JSON file of a checkpoint (``what`` names it in errors), size-capped; a
     CheckpointError when it is missing, too large or not JSON."""
     if not path.is_file():
-        raise CheckpointError(f"{path.parent}: missing {path.name} ({what})")
+        raise CheckpointError(N_("{parent}: missing {name} ({what})"),
+                                 parent=path.parent, name=path.name, what=what)
     if path.stat().st_size > MAX_JSON_BYTES:
-        raise CheckpointError(f"{path}: {what} is too large")
+        raise CheckpointError(N_("{path}: {what} is too large"), path=path, what=what)
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CheckpointError(f"{path}: {what} is not valid JSON ({err})") from None
+        raise CheckpointError(N_("{path}: {what} is not valid JSON ({err})"),
+                                 path=path, what=what, err=err) from None
 
 
 def read_vocabs(path: Path, cfg: TransformerConfig) -> dict[str, Vocab]:
     raw = read_json(path / VOCAB, "vocabulary")
     if not isinstance(raw, dict):
-        raise CheckpointError(f"{path / VOCAB}: expected an object")
+        raise CheckpointError(N_("{value}: expected an object"), value=path / VOCAB)
     vocabs = {k: Vocab.from_dict(v) for k, v in raw.items() if k in ("source", "target")}
     need = {"source": cfg.src_vocab_size if cfg.has_encoder else 0,
             "target": cfg.tgt_vocab_size if cfg.has_decoder else 0}
     for side, size in need.items():
         if size and side not in vocabs:
-            raise CheckpointError(f"{path / VOCAB}: missing the {side} vocabulary")
+            raise CheckpointError(N_("{value}: missing the {side} vocabulary"), value=path / VOCAB, side=side)
         if size and len(vocabs[side]) != size:
-            raise CheckpointError(f"{path / VOCAB}: {side} vocabulary has {len(vocabs[side])} "
-                                  f"tokens but the config says {size}")
+            raise CheckpointError(N_("{value}: {side} vocabulary has {len} tokens but the config "
+                                    "says {size}"), value=path / VOCAB, side=side, len=len(vocabs[side]),
+                                      size=size)
     return vocabs
 
 
@@ -72,7 +77,7 @@ def load_checkpoint(path: str | Path, device: torch.device | str = "cpu"
     """-> (model in eval mode on device, vocabularies, card). Raises CheckpointError."""
     path = Path(path)
     if not path.is_dir():
-        raise CheckpointError(f"checkpoint directory not found: {path}")
+        raise CheckpointError(N_("checkpoint directory not found: {path}"), path=path)
     cfg = TransformerConfig.from_dict(read_json(path / CONFIG, "model config"))
     vocabs = read_vocabs(path, cfg)
     card = read_json(path / CARD, "model card") if (path / CARD).is_file() else {}
@@ -80,7 +85,7 @@ def load_checkpoint(path: str | Path, device: torch.device | str = "cpu"
         card = {}
     weights = path / WEIGHTS
     if not weights.is_file():
-        raise CheckpointError(f"{path}: missing {WEIGHTS} (weights)")
+        raise CheckpointError(N_("{path}: missing {WEIGHTS} (weights)"), path=path, WEIGHTS=WEIGHTS)
 
     model = Transformer(cfg)
     expected = model.state_dict()
@@ -91,17 +96,20 @@ def load_checkpoint(path: str | Path, device: torch.device | str = "cpu"
             names = set(f.keys())
             missing, unexpected = sorted(set(expected) - names), sorted(names - set(expected))
             if missing or unexpected:
-                raise CheckpointError(f"{weights}: weights do not match the config "
-                                      f"(missing {missing[:5]}, unexpected {unexpected[:5]})")
+                raise CheckpointError(N_("{weights}: weights do not match the config (missing "
+                                        "{value}, unexpected {value2})"), weights=weights, value=missing[:5],
+                                          value2=unexpected[:5])
             for name in expected:
                 shape = tuple(f.get_slice(name).get_shape())
                 if shape != tuple(expected[name].shape):
-                    raise CheckpointError(f"{weights}: {name} has shape {shape}, the config "
-                                          f"needs {tuple(expected[name].shape)}")
+                    raise CheckpointError(N_("{weights}: {name} has shape {shape}, the config "
+                                            "needs {tuple}"), weights=weights, name=name, shape=shape,
+                                              tuple=tuple(expected[name].shape))
             state = {name: f.get_tensor(name) for name in expected}
     except CheckpointError:
         raise
     except Exception as err:  # safetensors raises its own error types for corrupt files
-        raise CheckpointError(f"{weights}: not a readable safetensors file ({err})") from None
+        raise CheckpointError(N_("{weights}: not a readable safetensors file ({err})"),
+                                 weights=weights, err=err) from None
     model.load_state_dict(state, strict=not cfg.share_embeddings)
     return model.to(device).eval(), vocabs, card

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Literal, TypeVar, get_args
 
+from viz_core.i18n import N_
+
 from ..errors import ChoiceError
 
 # ---- models ----------------------------------------------------------------------------
@@ -66,4 +68,5 @@ def choose(value: object, choices: type[T] | object, what: str) -> T:
         return value  # type: ignore[return-value]
     names = [repr(a) for a in allowed]
     listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
-    raise ChoiceError(f"{what!r} must be {listed}, not {str(value)[:40]!r}.")
+    raise ChoiceError(N_("{what!r} must be {listed}, not {value!r}."),
+                         what=what, listed=listed, value=str(value)[:40])

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from viz_core.i18n import N_
+
 from ..errors import CheckpointError
 from .choices import Architecture, Norm, Positional, PositionalKind, options
 
@@ -77,7 +79,7 @@ class TransformerConfig:
 
     def validate(self) -> TransformerConfig:
         def bad(msg: str) -> CheckpointError:
-            return CheckpointError(f"invalid model config: {msg}")
+            return CheckpointError(N_("invalid model config: {msg}"), msg=msg)
 
         ints = ["src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "n_layers",
                 "n_decoder_layers", "d_ff", "max_len"]
@@ -125,13 +127,13 @@ class TransformerConfig:
     @classmethod
     def from_dict(cls, data: dict) -> TransformerConfig:
         if not isinstance(data, dict):
-            raise CheckpointError("invalid model config: config.json must hold an object")
+            raise CheckpointError(N_("invalid model config: config.json must hold an object"))
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise CheckpointError(f"invalid model config: unknown fields {unknown}")
+            raise CheckpointError(N_("invalid model config: unknown fields {unknown}"), unknown=unknown)
         try:
             cfg = cls(**data)
         except TypeError as err:
-            raise CheckpointError(f"invalid model config: {err}") from None
+            raise CheckpointError(N_("invalid model config: {err}"), err=err) from None
         return cfg.validate()
