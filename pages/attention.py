@@ -15,7 +15,12 @@ import streamlit as st
 
 from attention_lab.ui import faithfulness, seed_example, state
 from attention_lab.ui.alignment import show_alignment
-from attention_lab.ui.attention_views import block_downloads, head_tabs
+from attention_lab.ui.attention_views import (
+    block_downloads,
+    grouped_heatmap,
+    head_tabs,
+    pick_grouping,
+)
 from attention_lab.ui.cells import click_caption, clickable_chart
 from attention_lab.ui.charts import chart
 from attention_lab.ui.contributions import why_cell, why_this_cell
@@ -89,7 +94,7 @@ def head_views() -> None:
     request = TraceRequest.of(sel, capture=attention_capture(st.session_state.view))
     trace = run_trace(request)  # cached: the page's own run, or the other view's capture
     figure = partial(cached_figure, request)  # per trace and parameters (ui.runs)
-    c_kind, c_layer, c_head, c_view = st.columns([2, 1, 1, 1])
+    c_kind, c_layer, c_head, c_view, c_group = st.columns([2, 1, 1, 1, 1])
     kind, layer, head, block = pick_head(trace, (c_kind, c_layer, c_head))
     if any(b.window_size for b in trace.layers(kind)):  # local and global layers (Mistral)
         c_layer.caption(_("layer {layer}: ").format(layer=layer) + (_("local (window {window_size})").format(
@@ -102,6 +107,7 @@ def head_views() -> None:
                       "(blocked cells marked)"))
     view = st.session_state.view
     state.to_url(view=view)
+    group = pick_grouping(c_group)
     state.show_notices()
 
     _heads, n_q, n_k = block.shape
@@ -114,21 +120,22 @@ def head_views() -> None:
         # a click on a cell opens its QK attribution (why_this_cell, below); the explained
         # cell is framed in a copy of the cached figure and names the chart (ui.cells)
         why = why_cell(sel, block, head)
-        heatmap = figure("heatmap", (block.name, head, view),
-                         lambda: clickable_cells(block_heatmap(block, head, view=view)))
-        clickable = clickable_chart(heatmap, "heatmap", f"{block.name}-head{head}", why.cell)
-        st.caption(_("Rows are queries (top to bottom), columns are keys (left to right). Each "
-                   "row of weights sums to 1 over the keys it may attend to; blocked cells "
-                   "are 0.") + ("" if long_block else " " + click_caption(clickable, n_q, n_k)))
-        if long_block:
-            st.caption(_("{n_q:,} × {n_k:,} tokens: more than {EXACT_MAX_TOKENS:,}, so this is "
-                         "the head pooled into block means (each cell the mean of the {view} in "
-                         "its query range × key range; grey where every cell is blocked). Zoom "
-                         "in below for full resolution. ").format(
-                           n_q=n_q, n_k=n_k, EXACT_MAX_TOKENS=EXACT_MAX_TOKENS, view=view)
-                       + click_caption(clickable, n_q, n_k, pooled=True))
-            zoom_window(block, head, view, figure, why)
-        why_this_cell(sel, block, head, why)  # "why does this head attend here?" (QK)
+        if not grouped_heatmap(block, head, group, view, figure):
+            heatmap = figure("heatmap", (block.name, head, view),
+                             lambda: clickable_cells(block_heatmap(block, head, view=view)))
+            clickable = clickable_chart(heatmap, "heatmap", f"{block.name}-head{head}", why.cell)
+            st.caption(_("Rows are queries (top to bottom), columns are keys (left to right). Each "
+                       "row of weights sums to 1 over the keys it may attend to; blocked cells "
+                       "are 0.") + ("" if long_block else " " + click_caption(clickable, n_q, n_k)))
+            if long_block:
+                st.caption(_("{n_q:,} × {n_k:,} tokens: more than {EXACT_MAX_TOKENS:,}, so this is "
+                             "the head pooled into block means (each cell the mean of the {view} in "
+                             "its query range × key range; grey where every cell is blocked). Zoom "
+                             "in below for full resolution. ").format(
+                               n_q=n_q, n_k=n_k, EXACT_MAX_TOKENS=EXACT_MAX_TOKENS, view=view)
+                           + click_caption(clickable, n_q, n_k, pooled=True))
+                zoom_window(block, head, view, figure, why)
+            why_this_cell(sel, block, head, why)  # "why does this head attend here?" (QK)
     with right:
         grid = figure("grid", (kind,), lambda: blocks_grid(
             trace.layers(kind), title=_("All layers × heads — click one to open it")))

@@ -10,11 +10,16 @@ from viz_core import trace_json, trace_npz
 from viz_core.analysis import heads as analysis
 from viz_core.figures.aggregates import block_aggregate_heatmap, rollout_bytes, rollout_figure
 from viz_core.figures.headview import HEADVIEW_MAX, HEADVIEW_WINDOW, block_head_view
-from viz_core.figures.heatmap import EXACT_MAX_TOKENS, clip_window, is_long
-from viz_core.i18n import _
+from viz_core.figures.heatmap import (
+    EXACT_MAX_TOKENS,
+    clip_window,
+    grouped_block_heatmap,
+    is_long,
+)
+from viz_core.i18n import N_, _
 
 from .charts import chart, download
-from .controls import bounded_int
+from .controls import bounded_int, url_select
 from .runs import full_trace
 
 
@@ -107,3 +112,35 @@ def block_downloads(sel, trace, block) -> None:
         download(_("Head statistics (CSV)"),
                  lambda: analysis.head_stats(trace).to_csv(index=False),
                  "head_stats.csv", "text/csv", "dl_stats")
+
+
+GROUPINGS = {"token": N_("each token"), "character": N_("by character"), "word": N_("by word")}
+
+
+def pick_grouping(container) -> str:
+    """Group tokens (URL ``group``): each token, by character or by word."""
+    return url_select(_("Tokens"), "group", list(GROUPINGS), container=container,
+                      format_func=lambda g: _(GROUPINGS[g]),
+                      help=_("Group the heatmap's tokens: the parts of a character cut into "
+                             "byte tokens (累¹/₂ 累²/₂), or the tokens of a word. A group's row "
+                             "is the mean of its tokens' rows, its column the sum of their "
+                             "columns, so each row still sums to 1."))
+
+
+def grouped_heatmap(block, head: int, group: str, view: str, figure) -> bool:
+    """The head's weights over groups of tokens in place of the token heatmap; False (and
+    nothing drawn) when there is nothing to group: each token, the scores view, or a long
+    input (pooled already)."""
+    if group == "token":
+        return False
+    if view != "weights" or is_long(block):
+        st.caption(_("Tokens are grouped in the weights view of inputs up to {n:,} tokens; "
+                     "this is the token view.").format(n=EXACT_MAX_TOKENS))
+        return False
+    fig = figure("heatmap-grouped", (block.name, head, group),
+                 lambda: grouped_block_heatmap(block, head, group))
+    chart(fig, key="heatmap_grouped", name=f"{block.name}-head{head}-{group}")
+    st.caption(_("Rows are query groups, columns key groups: a row is the mean of its tokens' "
+                 "rows and a column the sum of its tokens' columns, so each row sums to 1. "
+                 "Choose “each token” to click single cells."))
+    return True

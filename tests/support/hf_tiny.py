@@ -237,3 +237,33 @@ patching tests and bench/bench_patching.py)."""
                      pad_token_id=eos)
     torch.manual_seed(0)
     return _save(GPT2LMHeadModel(cfg), tok, path)
+
+
+ZH_TRAIN = ["动物没有过马路，因为它太累了。", "动物没有过马路，因为马路太宽了。",
+            "我们今天去学校。", "他们没有吃饭，因为太累了。", "猫在马路上。"] * 20
+ZH_TEXT = "动物没有过马路，因为它太累了。龘 and 宽"  # 它, 宽 and 龘 come out cut into bytes
+
+
+def make_tiny_gpt2_zh(path) -> Path:
+    """A tiny GPT-2 with a byte-level BPE trained here (the `tokenizers` package) on a few
+    Chinese sentences: 256 bytes + the end token + 40 merges, so frequent runs become one
+    token and rarer characters stay cut into byte tokens (issue 32 item 2)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=297, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    bpe.train_from_iterator(ZH_TRAIN, trainer)
+    tok = GPT2TokenizerFast(tokenizer_object=bpe, eos_token="<|endoftext|>",
+                            bos_token="<|endoftext|>", unk_token="<|endoftext|>")
+    end = tok.eos_token_id
+    cfg = GPT2Config(vocab_size=len(tok), n_positions=64, n_embd=32, n_layer=1, n_head=2,
+                     bos_token_id=end, eos_token_id=end)
+    torch.manual_seed(0)
+    GPT2LMHeadModel(cfg).save_pretrained(path)
+    tok.save_pretrained(path)
+    return Path(path)

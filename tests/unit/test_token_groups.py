@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 import viz_core as vc
+from tests.support.hf_tiny import ZH_TEXT, make_tiny_gpt2_zh
 from viz_core.analysis.token_groups import (
     PART,
     group_label,
@@ -18,37 +18,17 @@ from viz_core.analysis.token_groups import (
 )
 from viz_core.errors import InputError
 
-TRAIN = ["动物没有过马路，因为它太累了。", "动物没有过马路，因为马路太宽了。",
-         "我们今天去学校。", "他们没有吃饭，因为太累了。", "猫在马路上。"] * 20
 # the BPE learns whole words (动物没有过马路) and cuts rarer characters (它, 宽, and 龘, never
 # seen in training) into byte tokens
-TEXT = "动物没有过马路，因为它太累了。龘 and 宽"
+TEXT = ZH_TEXT
 
 
 @pytest.fixture(scope="module")
 def zh_gpt2(tmp_path_factory):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast
+    folder = make_tiny_gpt2_zh(tmp_path_factory.mktemp("zh_gpt2") / "m")
+    from transformers import AutoTokenizer
 
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    # 256 bytes + the end token + 40 merges: frequent runs become one token, rarer characters
-    # stay cut after a merge of their first two bytes, a character never seen stays 3 bytes
-    trainer = trainers.BpeTrainer(vocab_size=297, special_tokens=["<|endoftext|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
-    bpe.train_from_iterator(TRAIN, trainer)
-    tok = GPT2TokenizerFast(tokenizer_object=bpe, eos_token="<|endoftext|>",
-                            bos_token="<|endoftext|>", unk_token="<|endoftext|>")
-    end = tok.eos_token_id
-    cfg = GPT2Config(vocab_size=len(tok), n_positions=64, n_embd=32, n_layer=1, n_head=2,
-                     bos_token_id=end, eos_token_id=end)
-    torch.manual_seed(0)
-    folder = tmp_path_factory.mktemp("zh_gpt2") / "m"
-    GPT2LMHeadModel(cfg).save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return vc.load(str(folder), "cpu", dtype="float32"), tok
+    return vc.load(str(folder), "cpu", dtype="float32"), AutoTokenizer.from_pretrained(folder)
 
 
 def test_cut_characters_are_labelled_as_the_fast_tokenizers_offsets_say(zh_gpt2):

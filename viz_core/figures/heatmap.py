@@ -200,6 +200,28 @@ def block_heatmap(block: BlockTrace, head: int, view: str = "weights",
     )
 
 
+def grouped_block_heatmap(block: BlockTrace, head: int, by: str) -> go.Figure:
+    """One head's weights over groups of tokens (viz_core.analysis.token_groups: a cut
+    character's parts, or a word's tokens): the mean over a group's query rows, the sum over
+    its key columns; a cell is blocked when every token pair in it is."""
+    from ..analysis.token_groups import group_label, grouped_attention, token_groups
+
+    q_groups = token_groups(block.query_tokens, by)
+    k_groups = token_groups(block.key_tokens, by)
+    z = grouped_attention(block.head(head), q_groups, k_groups)
+    mask = None
+    if block.mask is not None:
+        blocked = np.asarray(block.mask, bool)
+        mask = np.array([[blocked[np.ix_(q, k)].all() for k in k_groups] for q in q_groups])
+    labels = [[group_label([tokens[i] for i in g]) for g in groups]
+              for tokens, groups in ((block.query_tokens, q_groups),
+                                     (block.key_tokens, k_groups))]
+    by_name = _("by character") if by == "character" else _("by word")
+    return matrix_heatmap(z.astype(np.float32), labels[0], labels[1], mask=mask,
+                          title=_("{name} · head {head} · weights {by}").format(
+                              name=block.name, head=head, by=by_name))
+
+
 # ---- long inputs: pooled views and windows -----------------------------------------------
 def pooled_blocked(block: BlockTrace, q_bins: int, k_bins: int) -> np.ndarray:
     """bool [q_bins, k_bins]: bins of ``overview`` whose every cell is blocked. Reads the mask
