@@ -8,7 +8,7 @@ from attention_lab.ui import state
 from attention_lab.ui.bleu import show_nbest_bleu
 from attention_lab.ui.charts import chart, download
 from attention_lab.ui.controls import url_number, url_select
-from attention_lab.ui.errors import literal, reported
+from attention_lab.ui.errors import literal, reported, translated
 from attention_lab.ui.page import selection
 from attention_lab.ui.runs import BeamRequest, get_beam
 from viz_core.decoding import attention_key_labels
@@ -47,7 +47,7 @@ with st.spinner(_("Searching…")), reported(_("running the beam search")):
     tree = get_beam(request)
     greedy = get_beam(request.greedy())
 for w in tree.settings.get("warnings", []):
-    st.warning(w)
+    st.warning(translated(w))
 
 best, g = tree.hypotheses[0], greedy.hypotheses[0]
 c1, c2 = st.columns(2)

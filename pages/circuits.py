@@ -23,7 +23,7 @@ from attention_lab.ui.circuits import (
 )
 from attention_lab.ui.contributions import attempt, suggested_corruption
 from attention_lab.ui.controls import url_select, url_text_box
-from attention_lab.ui.errors import literal
+from attention_lab.ui.errors import literal, translated
 from attention_lab.ui.page import selection
 from attention_lab.ui.runs import run_analysis
 from viz_core.figures.circuit import circuit_figure, faithfulness_figure
@@ -71,7 +71,7 @@ with attempt(_("finding the circuit")):
                                            value=_(METHOD_LABELS[method])))
     if result is not None:
         for w in result.warnings:
-            st.warning(literal(w), icon="✂️")
+            st.warning(literal(translated(w)), icon="✂️")
         edges = result.edges
         st.caption(_("Metric: {metric} (clean {clean:.3f}, corrupted {corrupted:.3f}); "
                      "{n_edges:,} edges.").format(

@@ -8,6 +8,7 @@ from attention_lab.ui import state
 from attention_lab.ui.charts import chart, download_csv
 from attention_lab.ui.contributions import attempt
 from attention_lab.ui.controls import url_select
+from attention_lab.ui.errors import translated
 from attention_lab.ui.flow import (
     flow_request,
     open_clicked_edge,
@@ -53,12 +54,12 @@ graph, side = st.columns([3, 2])
 with graph, attempt(_("following the information flow")):
     flow = run_analysis(flow_request(sel, position), _("Following the information flow…"))
     for w in flow.warnings:
-        st.warning(w, icon="✂️")
+        st.warning(translated(w), icon="✂️")
     fig = flow_graph_figure(flow, threshold=threshold)
     event = chart(fig, key=f"flow_graph_{position}_{threshold:.2f}", on_select="rerun",
                   name="information-flow")
     open_clicked_edge(event, position)
-    st.caption(flow.note + _(" Edge width: weight; an MLP is a square on its row. Click the "
+    st.caption(_(flow.note) + _(" Edge width: weight; an MLP is a square on its row. Click the "
                "middle of an orange attention edge to see why its head attends there (Which "
                "heads matter)."))
     route = flow.routes(threshold)

@@ -7,6 +7,7 @@ import streamlit as st
 from attention_lab.ui import state
 from attention_lab.ui.charts import chart, download
 from attention_lab.ui.controls import url_number
+from attention_lab.ui.errors import translated
 from attention_lab.ui.page import selection, show_trace_messages
 from attention_lab.ui.rope import show_rope
 from viz_core import npz_bytes
@@ -36,7 +37,7 @@ with tab_model:
     if specs:
         show_rope(specs)
     elif trace.positional is None:
-        st.info(_(trace.positional_note) if trace.positional_note else
+        st.info(translated(trace.positional_note) if trace.positional_note else
                 _("This model adds no absolute positional encoding."))
     else:
         full, source = whole_table(sel.model, trace.positional)

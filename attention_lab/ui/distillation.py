@@ -21,7 +21,7 @@ from viz_core.i18n import N_, _
 from . import state
 from .charts import chart, download, download_csv
 from .controls import url_select, url_text_box
-from .errors import literal, reported
+from .errors import literal, reported, translated
 from .runs import get_model
 from .sidebar import custom_allowed, deployment_policy, model_choices
 
@@ -146,7 +146,7 @@ def teacher_and_student(sel) -> None:
         result = _compare(teacher, student, sel.device, tuple(texts), mapping)
     state.show_notices()
     for note in result.notes():
-        st.caption(literal(note))
+        st.caption(literal(translated(note)))
     label = vc.distillation.MEASURE_LABELS[measure]
     chart(layer_map_figure(
         result.matrix(measure), result.mapping, measure=label, teacher=teacher,

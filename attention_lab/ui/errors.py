@@ -26,9 +26,12 @@ def literal(text) -> str:
 WORDS = ("what", "w", "role", "side", "stack")  # values that are words of the message
 
 
-def translated(err: BaseException) -> str:
-    """A VizError's message in the session's language: its template translated and filled
-    with its values (viz_core/errors.py); a message without a catalogue entry stays as is."""
+def translated(err) -> str:
+    """A VizError's (or an i18n.Message's) message in the session's language: its template
+    translated and filled with its values (viz_core/errors.py); a message without a catalogue
+    entry stays as is."""
+    if getattr(err, "parts", None):  # i18n.Message.joined: each part on its own
+        return err.sep.join(translated(part) for part in err.parts)
     values = dict(getattr(err, "values", None) or {})
     for key in WORDS:  # a word filled into the message ("the target", "the encoder")
         if isinstance(values.get(key), str):

@@ -7,6 +7,7 @@ import streamlit as st
 from viz_core.i18n import _
 
 from . import state
+from .errors import translated
 from .lang import apply_language
 from .sidebar import Selection
 
@@ -42,7 +43,7 @@ def selection() -> Selection:
 def show_trace_messages(trace) -> None:
     """Warnings (truncation) and unknown words, shown literally (never as markup)."""
     for w in trace.warnings:
-        st.warning(w, icon="✂️")
+        st.warning(translated(w), icon="✂️")
     if trace.unknown_words:
         words = ", ".join(repr(w) for w in trace.unknown_words[:30])
         more = "" if len(trace.unknown_words) <= 30 else f" and {len(trace.unknown_words) - 30} more"

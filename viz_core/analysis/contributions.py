@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from viz_core.i18n import N_
+from viz_core.i18n import N_, Message
 
 from ..errors import DecompositionError, InputError, VizError
 
@@ -283,21 +283,23 @@ def logit_attribution(model, text: str, target: str | None = None, *, position: 
         "block": blocks, "contribution": np.asarray(contrib, dtype=np.float64)})
     logit = float(logits[t_id] - (logits[a_id] if a_id is not None else 0.0))
     names_of = model.token_strings([t_id] + ([a_id] if a_id is not None else []))
-    note = ("Each component through the final norm with its scale frozen at this run's value, "
-            "then the unembedding.")
+    note = Message(N_("Each component through the final norm with its scale frozen at this "
+                      "run's value, then the unembedding."))
     cap = model.logit_softcap()
     softcapped = None
     if cap:
         full = torch.tanh(logits / cap) * cap
         softcapped = float(full[t_id] - (full[a_id] if a_id is not None else 0.0))
-        note += (f" This model caps its final logits (tanh, cap {cap:g}); the attribution is "
-                 f"of the logit before the cap, which is linear.")
+        note = Message.joined([note, Message(N_(
+            "This model caps its final logits (tanh, cap {cap:g}); the attribution is of the "
+            "logit before the cap, which is linear."), cap=cap)])
     warnings = list(trace.warnings)
     gap = abs(float(frame.contribution.sum()) - logit)
     if gap > 1e-4 * max(1.0, abs(logit)):  # low precision: each sublayer's output was rounded
-        warnings.append(f"The components add up to the logit only to within {gap:.2g}: this "
-                        f"model runs in {str(x_final.dtype).removeprefix('torch.')}, and each "
-                        f"sublayer's output was rounded before it was added to the stream.")
+        warnings.append(Message(N_("The components add up to the logit only to within {gap:.2g}: this "
+                          "model runs in {removeprefix}, and each sublayer's output was rounded "
+                          "before it was added to the stream."),
+                            gap=gap, removeprefix=str(x_final.dtype).removeprefix('torch.')))
     return LogitAttribution(frame=frame, logit=logit, position=p, token=names_of[0],
                             token_id=t_id, against=names_of[1] if a_id is not None else None,
                             against_id=a_id, tokens=tokens, note=note,

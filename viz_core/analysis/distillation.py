@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from viz_core.i18n import N_
+from viz_core.i18n import N_, Message
 
 from ..errors import InputError
 
@@ -266,12 +266,14 @@ class Distillation:
         """What the table cannot show for these two models, in words."""
         out = []
         if not self.heads_matched:
-            out.append(f"The teacher has {self.teacher_heads} heads a layer and the student "
-                       f"{self.student_heads}: heads are compared through their average "
-                       f"(no per-head KL; scores and value relations are head means).")
+            out.append(Message(N_("The teacher has {teacher} heads a layer and the student "
+                                  "{student}: heads are compared through their average (no "
+                                  "per-head KL; scores and value relations are head means)."),
+                               teacher=self.teacher_heads, student=self.student_heads))
         if not self.widths_matched:
-            out.append(f"The widths differ (teacher d_model {self.teacher_width}, student "
-                       f"{self.student_width}): no hidden-state MSE without a learned map.")
+            out.append(Message(N_("The widths differ (teacher d_model {teacher}, student "
+                                  "{student}): no hidden-state MSE without a learned map."),
+                               teacher=self.teacher_width, student=self.student_width))
         return out
 
 

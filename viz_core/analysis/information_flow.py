@@ -444,11 +444,14 @@ def information_flow(model, text: str, target: str | None = None, *, position: i
              pd.DataFrame(columns=["block", "head", "source_position", "target_position",
                                    "share"]))
     heads = _weigh_heads(heads, edges)
-    note = ("Weights: each part's proximity to the sum it is part of, max(‖y‖₁ − ‖y − part‖₁, "
-            "0), normalised over the parts (Ferrando & Voita, 2024).")
+    # an English catalogue msgid: the cached result is shared, the page translates it
+    note = N_("Weights: each part's proximity to the sum it is part of, max(‖y‖₁ − ‖y − "
+              "part‖₁, 0), normalised over the parts (Ferrando & Voita, 2024).")
     if placement == "post":
-        note += (" Post-norm model: measured on the sum each LayerNorm receives (residual + "
-                 "sublayer output), before the norm.")
+        note = N_("Weights: each part's proximity to the sum it is part of, max(‖y‖₁ − ‖y − "
+                  "part‖₁, 0), normalised over the parts (Ferrando & Voita, 2024). Post-norm "
+                  "model: measured on the sum each LayerNorm receives (residual + sublayer "
+                  "output), before the norm.")
     return InformationFlow(edges=edges, heads=heads, columns=columns, tokens=tokens,
                            stack=out_stack, position=p, threshold=t,
                            prediction=_prediction(model, trace, out_stack, p), note=note,

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 import torch
 
-from viz_core.i18n import N_
+from viz_core.i18n import N_, Message
 
 from ..errors import InputError
 from ..model.choices import Side, choose
@@ -209,19 +209,20 @@ def _position_bias(src, h: int, i: int, j: int) -> float | None:
 
 def _note(hw: HeadWeights, src) -> str:
     """What was frozen and where the extra terms are, in words for the user."""
-    steps = ["Each component of the stream through the block's norm (scale frozen at this "
-             "run's value), W_Q / W_K"]
+    steps = [Message(N_("Each component of the stream through the block's norm (scale frozen "
+                        "at this run's value), W_Q / W_K"))]
     if hw.rotate is not None:
-        steps.append(" and the rotation of each position")
+        steps.append(Message(N_(" and the rotation of each position")))
     if hw.q_norm is not None:
-        steps.append("; q/k norms' scales frozen too")
-    sentences = ["".join(steps) + "."]
+        steps.append(Message(N_("; q/k norms' scales frozen too")))
+    sentences = [Message.joined([*steps, "."], sep="")]
     if src.bias is not None:
-        sentences.append("The model's position bias for this cell is its own row.")
+        sentences.append(Message(N_("The model's position bias for this cell is its own row.")))
     if src.softcap is not None:
-        sentences.append(f"This model caps its attention logits (tanh, cap {src.softcap:g}): "
-                         f"the terms add up to the score before the cap.")
-    return " ".join(sentences)
+        sentences.append(Message(N_("This model caps its attention logits (tanh, cap {cap:g}): "
+                                    "the terms add up to the score before the cap."),
+                                 cap=src.softcap))
+    return Message.joined(sentences)
 
 
 def _is_masked(src, i: int, j: int) -> bool:
@@ -233,12 +234,13 @@ def _warnings(trace, src, i: int, j: int, masked: bool, gap: float, score: float
     """The trace's warnings, plus a blocked cell and a sum that is off (low precision)."""
     warnings = list(trace.warnings)
     if masked:
-        warnings.append(f"Query {i} may not attend to key {j} (the mask blocks it): its "
-                        f"score is shown before masking; its attention weight is 0.")
+        warnings.append(Message(N_("Query {i} may not attend to key {j} (the mask blocks it): its score "
+                          "is shown before masking; its attention weight is 0."), i=i, j=j))
     if gap > 1e-4 * max(1.0, abs(score)):  # low precision: rounded sublayer outputs
-        warnings.append(f"The terms add up to the score only to within {gap:.2g}: this model "
-                        f"runs in {str(src.q.dtype).removeprefix('torch.')}, and each "
-                        f"sublayer's output was rounded before it was added to the stream.")
+        warnings.append(Message(N_("The terms add up to the score only to within {gap:.2g}: this model "
+                          "runs in {removeprefix}, and each sublayer's output was rounded before "
+                          "it was added to the stream."),
+                            gap=gap, removeprefix=str(src.q.dtype).removeprefix('torch.')))
     return warnings
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from viz_core.i18n import N_
+from viz_core.i18n import N_, Message
 
 from ..errors import ModelLoadError
 from ..model.choices import Architecture, NormPlacement, PositionalKind, choose
@@ -214,8 +214,9 @@ class T5Family(Family):
                 for b in model.decoder.block]
 
     def positional_table(self, model, n):
-        return None, ("relative position bias: a learned scalar per head and distance bucket, "
-                      "added to the scores of every layer; no absolute encoding")
+        return None, Message(N_("relative position bias: a learned scalar per head and distance "
+                                "bucket, added to the scores of every layer; no absolute "
+                                "encoding"))
 
     def max_positions(self, model):
         return None
@@ -240,12 +241,12 @@ class RotaryDecoderFamily(Family):
         params = getattr(cfg, "rope_parameters", None) or getattr(cfg, "rope_scaling", None)
         if base is None and isinstance(params, dict):
             base = params.get("rope_theta")
-        note = "rotary position embeddings (RoPE): q and k rotated in every layer"
+        parts = [Message(N_("rotary position embeddings (RoPE): q and k rotated in every layer"))]
         if base is not None:
-            note += f", base {float(base):g}"
+            parts.append(Message(N_(", base {base:g}"), base=float(base)))
         if isinstance(params, dict) and params.get("rope_type") not in (None, "default"):
-            note += f", scaling {params.get('rope_type')}"
-        return None, note
+            parts.append(Message(N_(", scaling {kind}"), kind=params.get("rope_type")))
+        return None, Message.joined(parts, sep="")
 
     def max_positions(self, model):
         return int(model.config.max_position_embeddings)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from viz_core.i18n import N_
+from viz_core.i18n import N_, Message
 
 from ..capture.recorder import Recorder, call_names, install_stream_hooks, recording
 from ..capture.trace import AttentionTrace
@@ -218,8 +218,9 @@ class HFModel(Backend):
             raise InputError(N_("The {what} has no tokens this model can read."), what=what)
         if n > room:
             enc = truncate_ids(enc, room)
-            warnings.append(f"The {what} has {n} tokens; only the first {room} fit this model "
-                            f"(max {self.max_tokens} tokens), the rest was cut.")
+            warnings.append(Message(N_("The {what} has {n} tokens; only the first {room} fit this model "
+                              "(max {max_tokens} tokens), the rest was cut."),
+                                what=what, n=n, room=room, max_tokens=self.max_tokens))
         return enc
 
     def _unknown(self, texts: list[str]) -> list[str]:

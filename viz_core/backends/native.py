@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from viz_core.i18n import N_
+from viz_core.i18n import N_, Message
 
 from ..capture.device import pick_device, pick_dtype
 from ..capture.recorder import Recorder, last_query_pattern, recording
@@ -136,9 +136,9 @@ class NativeModel(Backend):
         """(this input's rows of the added table or None, a note for RoPE or "")."""
         table = self.model.positional_table(n)
         if table is None:
-            return None, (f"rotary position embeddings (RoPE): q and k of every self-attention "
-                          f"rotated by position, base {float(self.cfg.rope_base):g}; nothing "
-                          f"is added to the embeddings")
+            return None, Message(N_("rotary position embeddings (RoPE): q and k of every "
+                                    "self-attention rotated by position, base {base:g}; nothing "
+                                    "is added to the embeddings"), base=float(self.cfg.rope_base))
         return to_numpy(table), ""
 
     def special_token_mask(self, token_ids: list[int]) -> list[bool]:
@@ -154,8 +154,9 @@ class NativeModel(Backend):
         if not ids:
             raise InputError(N_("The {what} has no tokens this model can read."), what=what)
         if len(ids) > room:
-            warnings.append(f"The {what} has {len(ids)} tokens; only the first {room} fit "
-                            f"this model (max_len {self.cfg.max_len}), the rest was cut.")
+            warnings.append(Message(N_("The {what} has {n_ids} tokens; only the first {room} fit this "
+                              "model (max_len {max_len}), the rest was cut."),
+                                what=what, n_ids=len(ids), room=room, max_len=self.cfg.max_len))
             ids, shown = ids[:room], shown[:room]
         return ids, [vocab.display(t) for t in shown], unknown
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from viz_core.i18n import N_
+from viz_core.i18n import N_, Message
 
 from ..errors import InputError
 from .beam_tree import BeamTree
@@ -81,11 +81,11 @@ def search_with(stepper: Stepper, settings: dict, warnings: list[str] | None = N
     if max_new < 1:
         raise InputError(N_("The input leaves no room to generate: shorten it."))
     if max_new < settings["max_len"]:
-        warnings.append(f"This model's positions leave room for {max_new} new tokens only: "
-                        f"the search stops there.")
+        warnings.append(Message(N_("This model's positions leave room for {max_new} new tokens only: the "
+                          "search stops there."), max_new=max_new))
     prefix_ids = list(stepper.prefix_ids)
     if settings.get("prefix") and not prefix_ids:
-        warnings.append("The forced prefix has no tokens this model knows: ignored.")
+        warnings.append(Message(N_("The forced prefix has no tokens this model knows: ignored.")))
     if len(prefix_ids) >= max_new:
         raise InputError(N_("The forced prefix has {n_prefix_ids} tokens: it must be shorter than "
                            "the maximum length ({max_new})."), n_prefix_ids=len(prefix_ids), max_new=max_new)

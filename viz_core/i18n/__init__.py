@@ -98,6 +98,25 @@ def bound(fn):
     return call
 
 
+class Message(str):
+    """English text that remembers its catalogue template and values, for a result that is
+    built once and shown to many sessions (a trace's warnings, an analysis's note): it reads
+    as the English text; the app shows it translated (ui.errors.translated)."""
+
+    def __new__(cls, msgid: str, **values):
+        text = super().__new__(cls, msgid.format(**values) if values else msgid)
+        text.msgid, text.values, text.parts = msgid, values, ()
+        return text
+
+    @classmethod
+    def joined(cls, parts, sep: str = " ") -> Message:
+        """Messages (or plain strings) side by side: each part is translated on its own."""
+        parts = tuple(parts)
+        text = cls(sep.join(parts))
+        text.parts, text.sep = parts, sep
+        return text
+
+
 def N_(message: str) -> str:
     """Marks a constant for extraction; translate it where it is shown with _()."""
     return message

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..i18n import N_, _
+
 MASK = "[MASK]"
 BART_MASK = "<mask>"
 DEFAULT_RATE = 0.15  # BERT, RoBERTa, T5: 15% of the tokens are corrupted
@@ -76,8 +78,8 @@ def unilm_masks(n_src: int, n_tgt: int = 0) -> dict[str, np.ndarray]:
     s2s = np.zeros((n, n), dtype=bool)
     s2s[:n_src, n_src:] = True  # the source never sees the target
     s2s[n_src:, n_src:] = causal(n_tgt)  # the target sees itself left to right
-    return {"bidirectional": no_mask(n), "left-to-right": causal(n),
-            "right-to-left": anti_causal(n), "sequence-to-sequence": s2s}
+    return {N_("bidirectional"): no_mask(n), N_("left-to-right"): causal(n),
+            N_("right-to-left"): anti_causal(n), N_("sequence-to-sequence"): s2s}
 
 
 def check_order(order, n: int) -> list[int]:
@@ -144,19 +146,19 @@ def _corrupt(tokens: list[str], chosen: np.ndarray, seed: int, vocab: list[str] 
     return inputs, targets, actions
 
 
-def _bidirectional_panel(tokens: list[str], title: str = "self-attention (bidirectional)"):
-    return MaskPanel(title, no_mask(len(tokens)), list(tokens), list(tokens))
+def _bidirectional_panel(tokens: list[str], title: str = N_("self-attention (bidirectional)")):
+    return MaskPanel(_(title), no_mask(len(tokens)), list(tokens), list(tokens))
 
 
 # ---- BERT family -------------------------------------------------------------------------
 def bert_mlm(tokens: list[str], seed: int = 0, rate: float = DEFAULT_RATE,
-             vocab: list[str] | None = None, name: str = "BERT masked LM") -> Objective:
+             vocab: list[str] | None = None, name: str = N_("BERT masked LM")) -> Objective:
     """Choose round(15% n) positions; replace 80% of them by [MASK], 10% by a random token
     (from `vocab`, default the sentence's own tokens), keep 10%; predict the originals."""
     chosen = select_positions(len(tokens), seed, rate)
     inputs, targets, actions = _corrupt(tokens, chosen, seed, vocab)
-    return Objective(name, "Fill in hidden tokens from both sides: a bidirectional encoder "
-                     "(the random/kept 20% stop it from trusting only [MASK] slots).",
+    return Objective(_(name), _("Fill in hidden tokens from both sides: a bidirectional encoder "
+                     "(the random/kept 20% stop it from trusting only [MASK] slots)."),
                      inputs, targets, [_bidirectional_panel(inputs)],
                      details={"positions": [int(p) for p in chosen], "actions": actions})
 
@@ -166,7 +168,7 @@ def roberta_dynamic(tokens: list[str], epochs: int = 3, seed: int = 0,
                     ) -> list[Objective]:
     """RoBERTa's dynamic masking: a fresh draw of the BERT corruption every epoch (static
     masking would reuse epoch 0's draw)."""
-    return [bert_mlm(tokens, seed * 1000 + e, rate, vocab, name=f"RoBERTa epoch {e}")
+    return [bert_mlm(tokens, seed * 1000 + e, rate, vocab, name=_("RoBERTa epoch {e}").format(e=e))
             for e in range(epochs)]
 
 
@@ -202,8 +204,9 @@ def spans_from_ids(ids: list[int]) -> list[tuple[int, int]]:
 
 def span_mlm(tokens: list[str], spans: list[tuple[int, int]], seed: int = 0,
              rate: float = DEFAULT_RATE, vocab: list[str] | None = None,
-             name: str = "Whole-word masking",
-             teaches: str = "Predict whole words, not pieces a neighbour gives away.") -> Objective:
+             name: str = N_("Whole-word masking"),
+             teaches: str = N_("Predict whole words, not pieces a neighbour gives away.")
+             ) -> Objective:
     """Masking by whole spans (words, entities, phrases): spans are drawn in random order
     until at least round(rate * n) tokens are chosen; every token of a chosen span is
     corrupted with the same 80/10/10 decision."""
@@ -227,7 +230,7 @@ def span_mlm(tokens: list[str], spans: list[tuple[int, int]], seed: int = 0,
                 inputs[p] = MASK
             elif action == "random":
                 inputs[p] = pool[int(rng2.integers(len(pool)))]
-    return Objective(name, teaches, inputs, targets, [_bidirectional_panel(inputs)],
+    return Objective(_(name), _(teaches), inputs, targets, [_bidirectional_panel(inputs)],
                      details={"spans": chosen_spans, "actions": actions})
 
 
@@ -254,9 +257,9 @@ def phrase_spans(tokens: list[str], words: list[int] | None = None) -> list[tupl
 def gpt(tokens: list[str]) -> Objective:
     """Causal language modelling: predict token i + 1 from tokens 0..i."""
     targets = list(tokens[1:]) + [None]
-    return Objective("GPT causal LM", "Predict the next token from the left context only: "
-                     "a generator.", list(tokens), targets,
-                     [MaskPanel("causal (k > q blocked)", causal(len(tokens)), list(tokens),
+    return Objective(_("GPT causal LM"), _("Predict the next token from the left context only: "
+                     "a generator."), list(tokens), targets,
+                     [MaskPanel(_("causal (k > q blocked)"), causal(len(tokens)), list(tokens),
                                 list(tokens))])
 
 
@@ -265,10 +268,10 @@ def unilm(source: list[str], target: list[str]) -> Objective:
     seq = ["[SOS]", *source, "[EOS]", *target, "[EOS]"]
     n_src = len(source) + 2
     masks = unilm_masks(n_src, len(target) + 1)
-    return Objective("UniLM", "One network, four self-attention masks: the mask alone makes "
-                     "it an encoder, a left-to-right or right-to-left LM, or a seq2seq model.",
+    return Objective("UniLM", _("One network, four self-attention masks: the mask alone makes "
+                     "it an encoder, a left-to-right or right-to-left LM, or a seq2seq model."),
                      seq, [None] * len(seq),
-                     [MaskPanel(k, m, seq, seq) for k, m in masks.items()],
+                     [MaskPanel(_(k), m, seq, seq) for k, m in masks.items()],
                      details={"n_source": n_src})
 
 
@@ -277,11 +280,11 @@ def xlnet(tokens: list[str], order) -> Objective:
     """Permutation LM: predict tokens in the factorisation order; the model reads the
     positions in their natural order, only the masks change."""
     content, query = xlnet_masks(order)
-    return Objective("XLNet permutation LM", "Every token is predicted from every context "
-                     "over all factorisation orders: bidirectional context without [MASK].",
+    return Objective(_("XLNet permutation LM"), _("Every token is predicted from every context "
+                     "over all factorisation orders: bidirectional context without [MASK]."),
                      list(tokens), list(tokens),
-                     [MaskPanel("content stream h (sees itself)", content, tokens, tokens),
-                      MaskPanel("query stream g (position, not content, of itself)", query,
+                     [MaskPanel(_("content stream h (sees itself)"), content, tokens, tokens),
+                      MaskPanel(_("query stream g (position, not content, of itself)"), query,
                                 tokens, tokens)],
                      details={"order": [int(i) for i in order]})
 
@@ -308,11 +311,12 @@ def mass(tokens: list[str], k: int, start: int | None = None, seed: int = 0) -> 
     enc = [MASK if start <= i < start + k else t for i, t in enumerate(tokens)]
     dec = [MASK, *span[:-1]]
     return Objective(
-        f"MASS (k = {k})", "Encoder reads the sentence with a span hidden; decoder writes the "
-        "span, so the decoder must lean on the encoder.", enc, span,
-        [MaskPanel("encoder self (bidirectional)", no_mask(n), enc, enc),
-         MaskPanel("decoder self (causal over the span)", causal(k), dec, dec),
-         MaskPanel("cross: decoder → encoder", no_mask(k, n), dec, enc)],
+        _("MASS (k = {k})").format(k=k), _("Encoder reads the sentence with a span hidden; "
+                                           "decoder writes the span, so the decoder must lean "
+                                           "on the encoder."), enc, span,
+        [MaskPanel(_("encoder self (bidirectional)"), no_mask(n), enc, enc),
+         MaskPanel(_("decoder self (causal over the span)"), causal(k), dec, dec),
+         MaskPanel(_("cross: decoder → encoder"), no_mask(k, n), dec, enc)],
         per_position=False, details={"start": start, "k": k, "decoder_input": dec})
 
 
@@ -361,32 +365,32 @@ def t5_span_corruption(tokens: list[str], seed: int = 0, rate: float = DEFAULT_R
     targets.append(sentinel(len(spans)))
     dec = ["<pad>", *targets[:-1]]  # decoder input: targets shifted right
     return Objective(
-        "T5 span corruption", "Text-to-text denoising: short inputs and targets, spans of "
-        "tokens replaced by sentinels.", inputs, targets,
-        [MaskPanel("encoder self (bidirectional)", no_mask(len(inputs)), inputs, inputs),
-         MaskPanel("decoder self (causal)", causal(len(dec)), dec, dec)],
+        _("T5 span corruption"), _("Text-to-text denoising: short inputs and targets, spans of "
+        "tokens replaced by sentinels."), inputs, targets,
+        [MaskPanel(_("encoder self (bidirectional)"), no_mask(len(inputs)), inputs, inputs),
+         MaskPanel(_("decoder self (causal)"), causal(len(dec)), dec, dec)],
         per_position=False, details={"spans": spans})
 
 
 # ---- BART --------------------------------------------------------------------------------
 def _seq2seq_panels(inputs: list[str], tokens: list[str]) -> list[MaskPanel]:
     dec = ["</s>", *tokens[:-1]] if tokens else ["</s>"]
-    return [MaskPanel("encoder self (bidirectional)", no_mask(len(inputs)), inputs, inputs),
-            MaskPanel("decoder self (causal)", causal(len(dec)), dec, dec)]
+    return [MaskPanel(_("encoder self (bidirectional)"), no_mask(len(inputs)), inputs, inputs),
+            MaskPanel(_("decoder self (causal)"), causal(len(dec)), dec, dec)]
 
 
 def bart_token_masking(tokens: list[str], seed: int = 0, rate: float = DEFAULT_RATE):
     chosen = set(select_positions(len(tokens), seed, rate).tolist())
     inputs = [BART_MASK if i in chosen else t for i, t in enumerate(tokens)]
-    return _bart("token masking", "Like BERT, but the decoder rewrites the whole text.",
+    return _bart(_("token masking"), _("Like BERT, but the decoder rewrites the whole text."),
                  inputs, tokens, positions=sorted(chosen))
 
 
 def bart_token_deletion(tokens: list[str], seed: int = 0, rate: float = DEFAULT_RATE):
     chosen = set(select_positions(len(tokens), seed, rate).tolist())
     inputs = [t for i, t in enumerate(tokens) if i not in chosen]
-    return _bart("token deletion", "No placeholder: the model must also find where tokens "
-                 "are missing.", inputs, tokens, positions=sorted(chosen))
+    return _bart(_("token deletion"), _("No placeholder: the model must also find where tokens "
+                 "are missing."), inputs, tokens, positions=sorted(chosen))
 
 
 def infilling_spans(n: int, seed: int = 0, rate: float = 0.3, lam: float = 3.0
@@ -396,7 +400,7 @@ def infilling_spans(n: int, seed: int = 0, rate: float = 0.3, lam: float = 3.0
     rng = np.random.default_rng(seed)
     goal, covered, spans = n_to_mask(n, rate), 0, []
     taken = np.zeros(n + 1, dtype=bool)
-    for _ in range(10 * n + 10):
+    for _attempt in range(10 * n + 10):
         if covered >= goal:
             break
         length = min(int(rng.poisson(lam)), goal - covered)
@@ -418,8 +422,8 @@ def bart_text_infilling(tokens: list[str], seed: int = 0, rate: float = 0.3, lam
         inputs += [*tokens[prev:a], BART_MASK]
         prev = b
     inputs += tokens[prev:]
-    return _bart("text infilling", "One <mask> per span, of any length (even 0): the model "
-                 "learns how much is missing.", inputs, tokens, spans=spans)
+    return _bart(_("text infilling"), _("One <mask> per span, of any length (even 0): the model "
+                 "learns how much is missing."), inputs, tokens, spans=spans)
 
 
 def sentences_of(tokens: list[str]) -> list[list[str]]:
@@ -439,19 +443,19 @@ def bart_sentence_permutation(tokens: list[str], seed: int = 0):
     sents = sentences_of(tokens)
     perm = [int(i) for i in np.random.default_rng(seed).permutation(len(sents))]
     inputs = [t for i in perm for t in sents[i]]
-    return _bart("sentence permutation", "Restore the sentence order (needs two or more "
-                 "sentences: end them with . ! or ?).", inputs, tokens, order=perm)
+    return _bart(_("sentence permutation"), _("Restore the sentence order (needs two or more "
+                 "sentences: end them with . ! or ?)."), inputs, tokens, order=perm)
 
 
 def bart_document_rotation(tokens: list[str], seed: int = 0):
     start = int(np.random.default_rng(seed).integers(len(tokens))) if tokens else 0
     inputs = tokens[start:] + tokens[:start]
-    return _bart("document rotation", "Find where the document really starts.", inputs,
+    return _bart(_("document rotation"), _("Find where the document really starts."), inputs,
                  tokens, start=start)
 
 
 def _bart(kind: str, teaches: str, inputs: list[str], tokens: list[str], **details):
-    return Objective(f"BART {kind}", teaches, list(inputs), list(tokens),
+    return Objective(_("BART {kind}").format(kind=kind), teaches, list(inputs), list(tokens),
                      _seq2seq_panels(list(inputs), list(tokens)), per_position=False,
                      details=details)
 

@@ -10,7 +10,7 @@ from viz_core.i18n import _
 
 from ..charts import chart, download_csv
 from ..contributions import attempt
-from ..errors import literal
+from ..errors import literal, translated
 from ..lang import fragment
 from ..runs import AnalysisRequest, run_analysis
 from .explain import Explained
@@ -34,5 +34,5 @@ def attribution_tab(sel, explained: Explained) -> None:
             chart(attribution_heatmap(a.frame), key="hm_attr_heads", name="logit-attribution-heads")
         with right:
             chart(attribution_bars(a.frame), key="hm_attr_bars", name="logit-attribution-other")
-        st.caption(literal(a.note) + _(" Blue adds to the logit, red takes away."))
+        st.caption(literal(translated(a.note)) + _(" Blue adds to the logit, red takes away."))
         download_csv(_("Attribution (CSV)"), a.frame, "logit_attribution.csv", "dl_attr")

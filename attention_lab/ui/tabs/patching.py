@@ -22,7 +22,7 @@ from .. import state
 from ..charts import chart, download, download_csv
 from ..contributions import attempt, patching_npz, suggested_corruption
 from ..controls import url_select, url_text_box
-from ..errors import literal
+from ..errors import literal, translated
 from ..lang import fragment
 from ..runs import AnalysisRequest, run_analysis
 from .explain import Explained
@@ -103,7 +103,7 @@ def patching_tab(sel, explained: Explained) -> None:
                       "Effect 1 = the patched unit alone restores the clean value; 0 = no change.").format(
                         metric=literal(real.metric), clean=real.clean, corrupted=real.corrupted))
         for w in real.warnings:
-            st.warning(literal(w), icon="✂️")
+            st.warning(literal(translated(w)), icon="✂️")
         if over == "layers":
             chart(layer_effect_bars(real.effect, real.rows,
                                     "Patching the stream entering each layer"),
