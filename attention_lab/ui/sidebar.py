@@ -23,7 +23,7 @@ from .runs import PRECISIONS, TraceRequest, get_model, model_footprint, run_trac
 
 MINILM = "minilm"
 CUSTOM = "Other (path or Hub id)…"
-DEFAULT_ORDER = ("en-fr", "dates", "lm")
+DEFAULT_ORDER = ("en-fr", "zh-en", "dates", "lm")  # zh-en: the Chinese classroom's translator
 
 
 @dataclass(frozen=True)
