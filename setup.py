@@ -6,6 +6,7 @@ top of site-packages:
 
     viz_core/...                  every package found under viz_core/ (find_packages)
     viz_core/checkpoints/NAME/    checkpoints/NAME/ (config.json, vocab.json, card.json, weights)
+    viz_core/locale/              locale/<lang>/LC_MESSAGES/attention_lab.po (the interface's catalogue)
     attention_lab/...             attention_lab/ and its sub-packages (ui, cli)
     attention_lab/app/app.py      app.py (the only module taken from the repository's root)
     attention_lab/app/pages/      pages/*.py
@@ -36,11 +37,13 @@ class BuildPy(build_py):
 setup(
     packages=[*find_packages(include=["viz_core", "viz_core.*", "attention_lab",
                                       "attention_lab.*"]),
-              APP, f"{APP}.pages", "viz_core.checkpoints"],
-    package_dir={APP: ".", f"{APP}.pages": "pages", "viz_core.checkpoints": "checkpoints"},
+              APP, f"{APP}.pages", "viz_core.checkpoints", "viz_core.locale"],
+    package_dir={APP: ".", f"{APP}.pages": "pages", "viz_core.checkpoints": "checkpoints",
+                 "viz_core.locale": "locale"},
     package_data={
         APP: ["assets/*", ".streamlit/config.toml", "deploy/nginx.conf.template"],
         "viz_core.checkpoints": ["*/*.json", "*/*.safetensors"],
+        "viz_core.locale": ["*/LC_MESSAGES/*.po"],
     },
     include_package_data=False,
     cmdclass={"build_py": BuildPy},

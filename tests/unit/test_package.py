@@ -72,6 +72,7 @@ def test_wheel_holds_every_module_and_nothing_generic(dist):
     for model in shipped_models():
         for f in (CHECKPOINTS / model).iterdir():
             assert f"viz_core/checkpoints/{model}/{f.name}" in names
+    assert "viz_core/locale/zh_CN/LC_MESSAGES/attention_lab.po" in names  # the zh interface
     tops = {n.split("/")[0] for n in names}
     assert tops == {"viz_core", "attention_lab", wheel.name.split("-py3")[0] + ".dist-info"}
     assert not any(n.startswith("attention_lab/app/") and n.endswith(".py")

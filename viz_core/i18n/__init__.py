@@ -26,7 +26,16 @@ from babel.messages.pofile import read_po
 from babel.support import NullTranslations, Translations
 
 DOMAIN = "attention_lab"
-LOCALE_DIR = Path(__file__).resolve().parents[2] / "locale"
+
+
+def _locale_dir() -> Path:
+    """locale/ at the top of a clone; viz_core/locale/ inside an installed wheel."""
+    package = Path(__file__).resolve().parents[1]  # viz_core/
+    inside = package / "locale"
+    return inside if inside.is_dir() else package.parent / "locale"
+
+
+LOCALE_DIR = _locale_dir()
 # language code (the URL's ?lang=) -> (gettext locale folder, its name in its own language)
 LANGUAGES: dict[str, tuple[str, str]] = {"en": ("en", "English"), "zh": ("zh_CN", "简体中文")}
 DEFAULT = "en"
