@@ -127,10 +127,11 @@ def test_en_fr_aligned_examples_point_at_noun_and_adjective():
 
 
 # ---- splits -------------------------------------------------------------------------------
-@pytest.mark.parametrize("task", ["dates", "en-fr", "lm"])
+@pytest.mark.parametrize("task", ["dates", "en-fr", "zh-en", "lm"])
 def test_held_out_never_in_training_and_deterministic(task):
     mod = get_task(task)
-    key = (lambda p: p.target) if task == "lm" else (lambda p: p.source)
+    key = {"lm": lambda p: p.target, "zh-en": lambda p: mod.split_key(p)}.get(
+        task, lambda p: p.source)  # zh-en: the source without "，" and "。"
     train = mod.dataset("train", 4000, seed=0)
     test = mod.dataset("test", 300, seed=0)
     train_keys = {normalise(key(p)) for p in train}
