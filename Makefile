@@ -105,9 +105,9 @@ checkpoints: $(RUNTIME_STAMP)
 # come in untranslated; tests/unit/test_catalogue.py fails until they are translated). The
 # app reads the .po itself: there is no compile step.
 messages: $(DEV_STAMP)
-	$(VENV)/bin/pybabel -q extract -F babel.cfg -k N_ --no-location --sort-output \
+	$(PY) -m babel.messages.frontend -q extract -F babel.cfg -k N_ --no-location --sort-output \
 		--project "Attention Lab" -o locale/attention_lab.pot .
-	$(VENV)/bin/pybabel -q update -i locale/attention_lab.pot -d locale -D attention_lab \
+	$(PY) -m babel.messages.frontend -q update -i locale/attention_lab.pot -d locale -D attention_lab \
 		--no-fuzzy-matching --ignore-obsolete
 
 clean:

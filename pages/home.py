@@ -18,7 +18,8 @@ st.subheader(_("Model: {model_name}").format(model_name=literal(sel.model_name))
 info = sel.model.info()
 card = dict(getattr(sel.model, "card", {}) or {})
 if card.get("description"):
-    st.markdown(literal(card["description"]))  # a user-pointed card.json
+    prose = card["description"]
+    st.markdown(literal(_(prose)))  # shipped cards' prose is in the catalogue
 metrics = model_metrics(info)
 for col, (label, value) in zip(st.columns(len(metrics)), metrics, strict=True):
     col.metric(label, value)

@@ -26,7 +26,7 @@ from .runs import get_model
 from .sidebar import custom_allowed, deployment_policy, model_choices
 
 STUDENT = "minilm-student"
-OTHER = "Other (path or Hub id)…"
+OTHER = N_("Other (path or Hub id)…")
 ON_INPUT, ON_HELD_OUT = N_("the input text"), N_("32 sentences the shipped student never saw")
 MAPPINGS = {"uniform": N_("uniform (TinyBERT: student layer m ← teacher layer m·k)"),
             "last": N_("last layer only (MiniLM)"), "custom": N_("my own list")}
@@ -91,6 +91,7 @@ def _student(teacher: str) -> str:
         st.stop()
     default = STUDENT if STUDENT in choices else choices[0]
     name = url_select(_("Student"), "student", choices, default,
+                      format_func=lambda n: _(n) if n == OTHER else n,
                       help=_("The distilled model. The teacher is the sidebar's model."))
     if name == OTHER:
         name = url_text_box(_("Student folder or Hub id"), "student_path", strip=True,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from viz_core.i18n import N_, _
+from viz_core.i18n.cards import PROSE as CARD_PROSE
 
 LABELS = {
     "name": N_("Name"), "kind": N_("Kind"), "family": N_("Family"), "device": N_("Device"),
@@ -37,6 +38,8 @@ def readable(key: str, value, nested: bool = False) -> str:
     if isinstance(value, dict):
         return ", ".join(f"{str(k).replace('_', ' ')}: {readable(str(k), v, nested=True)}"
                          for k, v in value.items()) or "—"
+    if key in CARD_PROSE and isinstance(value, str):
+        return _(value)  # a shipped card's sentence (viz_core/i18n/cards.py)
     return "—" if value is None or value == "" else str(value)
 
 

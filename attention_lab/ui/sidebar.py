@@ -10,7 +10,7 @@ import streamlit as st
 from streamlit import config
 
 import viz_core as vc
-from viz_core.i18n import N_, _
+from viz_core.i18n import N_, _, bound
 from viz_core.loading.entry import CHECKPOINTS
 from viz_core.loading.policy import BUILTIN_HF, Policy, set_default_policy
 
@@ -22,7 +22,7 @@ from .lang import language_switch
 from .runs import PRECISIONS, TraceRequest, get_model, model_footprint, run_trace, with_precision
 
 MINILM = "minilm"
-CUSTOM = "Other (path or Hub id)…"
+CUSTOM = N_("Other (path or Hub id)…")
 DEFAULT_ORDER = ("en-fr", "zh-en", "dates", "lm")  # zh-en: the Chinese classroom's translator
 
 
@@ -43,9 +43,10 @@ class Selection:
 def describe(name: str) -> str:
     card = CHECKPOINTS / name / "card.json"
     if name == MINILM:
-        return "all-MiniLM-L6-v2: a real pretrained BERT (6 layers × 12 heads)"
+        return _("all-MiniLM-L6-v2: a real pretrained BERT (6 layers × 12 heads)")
     try:
-        return json.loads(card.read_text())["description"]
+        prose = json.loads(card.read_text())["description"]
+        return _(prose)  # shipped cards' prose is in the catalogue (viz_core/i18n/cards.py)
     except (OSError, ValueError, KeyError, TypeError):
         return ""
 
@@ -130,7 +131,7 @@ def sidebar() -> Selection:
 
     with st.sidebar:
         st.selectbox(_("Model"), options, key="model_pick",
-                     format_func=lambda n: n if n == CUSTOM else f"{n} — {describe(n)}"[:80],
+                     format_func=bound(lambda n: _(n) if n == CUSTOM else f"{n} — {describe(n)}"[:80]),
                      help=_("Shipped demo models, the embedded MiniLM, or your own model."))
         name = st.session_state.model_pick
         if name == CUSTOM:

@@ -18,6 +18,7 @@ from tests.support.apptest import APP, TIMEOUT
 NAMES = ["Hugging Face", "Hub id", "Transformer-XL", "Jensen–Shannon", "Abnar & Zuidema",
          "Ferrando & Voita", "Elhage", "logit lens", "Attention Lab", "teacher forcing",
          "softmax", "rollout", "span masking", "It was very tired", "python -m viz_core.atlas",
+         "because it was too ADJ",  # an English sentence pattern the zh-en model translates
          "ln 2", "Syed", "Hanna", "Bahdanau", "Vaswani", "RoFormer", "MiniLM", "TinyBERT",
          "all-MiniLM-L6-v2", "ERNIE", "UniLM", "XLNet", "RoBERTa", "BERT", "GPT", "BART",
          "Marian", "Llama", "Mistral", "Qwen", "Gemma", "OLMo", "Phi-3", "NTK", "YaRN"]
@@ -58,7 +59,9 @@ def user_words(at: AppTest) -> set[str]:
     words = set()
     for e in at.get("text_area") + at.get("text_input"):
         words |= set(re.findall(r"[A-Za-z'’]+", str(e.value or "").lower()))
-    for e in at.get("selectbox"):
+    for e in at.get("selectbox"):  # token pickers, examples (not the model list: its prose)
+        if e.key == "model_pick":
+            continue
         for option in e.options or []:
             words |= set(re.findall(r"[A-Za-z'’]+", str(option).lower()))
     for e in at.get("code"):
@@ -66,22 +69,35 @@ def user_words(at: AppTest) -> set[str]:
     return words
 
 
-@pytest.fixture(scope="module")
-def zh_app():
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    at.query_params["lang"] = "zh"
-    return at.run()
+# the default translator (encoder-decoder) and the toy GPT (decoder-only): each page's other
+# branches; MiniLM (encoder-only) for the pages that need one
+MODELS = {"en-fr": [s.path for s in PAGES], "lm": [s.path for s in PAGES],
+          "minilm": ["pages/pairs.py", "pages/heads_matter.py", "pages/masks.py"]}
+_SESSIONS: dict[str, AppTest] = {}
 
 
-@pytest.mark.parametrize("spec", PAGES, ids=lambda s: s.url_path or "home")
-def test_every_page_speaks_chinese(zh_app, spec):
-    at = zh_app
-    at.switch_page(spec.path).run()
+def session(model: str) -> AppTest:
+    """One AppTest session per model, shared by its pages (models and traces load once)."""
+    if model not in _SESSIONS:
+        at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+        at.query_params["lang"] = "zh"
+        at.query_params["model"] = model
+        _SESSIONS[model] = at.run()
+    return _SESSIONS[model]
+
+
+@pytest.mark.parametrize("model,page", [(m, p) for m, pages in MODELS.items() for p in pages],
+                         ids=lambda v: v.removeprefix("pages/").removesuffix(".py"))
+def test_every_page_speaks_chinese(model, page):
+    at = session(model)
+    at.switch_page(page).run()
     assert not at.exception, [e.message for e in at.exception]
     assert not at.error, [e.value for e in at.error]
     assert at.query_params.get("lang") in ("zh", ["zh"])
     words = user_words(at)
     left = [(kind, run) for kind, text in shown_texts(at) for run in english_runs(text, words)]
+    models = at.selectbox(key="model_pick").options  # the model list's descriptions too
+    left += [("model list", run) for text in models for run in english_runs(text, set())]
     assert left == [], left
     assert re.search(r"[\u4e00-\u9fff]", at.title[0].value) if at.title else True
 
