@@ -46,13 +46,13 @@ from viz_core.figures.heatmap import (
     clip_window,
     is_long,
 )
-from viz_core.i18n import _
+from viz_core.i18n import N_, _, bound
 
 sel = selection()
 st.title(_("Attention"))
 # The view is known before the run, so the trace captures only what this page draws: the
 # patterns, plus the pre-softmax scores in the "scores" view (no q/k/v/z: see ui.runs).
-views = ["weights", "scores"] if has_scores(sel.model) else ["weights"]
+views = [N_("weights"), N_("scores")] if has_scores(sel.model) else [N_("weights")]
 state.widget_default("view", state.url_choice("view", views, "weights"))
 if st.session_state.view not in views:
     st.session_state.view = "weights"
@@ -102,7 +102,7 @@ def head_views() -> None:
                                               if block.window_size else _("global")))
     if not block_has_scores(block) and st.session_state.view == "scores":  # this block kind
         st.session_state.view = "weights"
-    c_view.radio(_("Show"), views, key="view", horizontal=True,
+    c_view.radio(_("Show"), views, key="view", horizontal=True, format_func=bound(_),
                  help=_("weights: softmax after masking; scores: QKᵀ/√d_k before masking "
                       "(blocked cells marked)"))
     view = st.session_state.view

@@ -16,6 +16,8 @@ axis-aligned hulls. The test fails when
 - a page raises, or logs a console error or a failed request (the every-page check in a
   browser, for MiniLM here and not again in test_browser.py).
 
+en-fr is also opened in 简体中文 (?lang=zh, the CJK font of `make system-deps`).
+
 For en-fr the Attention page is opened once more on the textbook sentence, whose "it follows
 the adjective" box is then open: checked the same way, and its screenshot kept in
 tests/artifacts/it-follows-the-adjective.png.
@@ -53,6 +55,8 @@ MODELS = {  # name -> (model in the URL (None: the tiny Llama's folder), extra U
     "en-fr": ("en-fr", {"text": "the small black cats eat the cake", "beam": 4}),
     # prompt + 20 greedy tokens (the sidebar's "New tokens"): 33 tokens crowd the heatmaps
     "tiny-llama": (None, {"text": TEXT, "new": 20}),
+    # every page in 简体中文 (issue 32): Chinese labels have other widths than English ones
+    "en-fr-zh": ("en-fr", {"text": "the small black cats eat the cake", "beam": 4, "lang": "zh"}),
 }
 
 

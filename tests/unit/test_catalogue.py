@@ -154,3 +154,36 @@ def test_every_fragment_sets_the_language():
             if isinstance(n, ast.Attribute) and n.attr == "fragment"
             and isinstance(n.value, ast.Name) and n.value.id == "st"]
     assert bare == []
+
+
+def _binds_and_calls_underscore(tree) -> list[int]:
+    """Lines of functions that both assign ``_`` (``_, n = shape``, ``for _ in``) and call
+    ``_()``: the assignment makes ``_`` local, so the translate call breaks at run time.
+    Comprehension variables live in their own scope and do not count."""
+    found = []
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        comprehension_names = {id(n) for c in ast.walk(fn)
+                               if isinstance(c, (ast.ListComp, ast.SetComp, ast.DictComp,
+                                                 ast.GeneratorExp))
+                               for gen in c.generators for n in ast.walk(gen.target)}
+        nodes = list(ast.walk(fn))
+        binds = any(isinstance(n, ast.Name) and n.id == "_" and isinstance(n.ctx, ast.Store)
+                    and id(n) not in comprehension_names for n in nodes)
+        calls = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                    and n.func.id == "_" for n in nodes)
+        if binds and calls:
+            found.append(fn.lineno)
+    return found
+
+
+def test_no_function_shadows_the_translate_function():
+    found = [f"{p.relative_to(ROOT)}:{line}"
+             for p in sorted([*ROOT.glob("*.py"), *(ROOT / "pages").glob("*.py"),
+                              *(ROOT / "attention_lab").rglob("*.py"),
+                              *(ROOT / "viz_core").rglob("*.py")])
+             for line in _binds_and_calls_underscore(ast.parse(p.read_text(encoding="utf-8")))]
+    assert found == []
+    bad = ast.parse("def f(shape):\n    _, n = shape\n    return _('x')\n")
+    assert _binds_and_calls_underscore(bad) == [1]  # the check can fail

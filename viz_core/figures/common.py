@@ -17,6 +17,8 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from ..i18n import _
+
 BLOCKED_COLOR = "#b8b8b8"  # plot background behind NaN (blocked) cells: neutral grey
 BLOCKED_NOTE = "grey ✕ = blocked (mask True)"
 WEIGHT_COLORSCALE = "Blues"  # white -> dark blue; never grey, so blocked cells stand out
@@ -106,7 +108,7 @@ def token_axis(labels: Sequence[str], tokens: Sequence[str], title: str, reverse
     # repeating 512 labels would cost ~8 kB per axis.
     # autotickangles: horizontal labels, else vertical ones; plotly's default also tries 30°,
     # where neighbouring labels of a crowded axis still touch
-    axis = dict(type="category", title=title, tickmode="array", tickvals=tickvals,
+    axis = dict(type="category", title=_(title), tickmode="array", tickvals=tickvals,
                 ticktext=ticktext, showgrid=False, zeroline=False, autotickangles=[0, 90],
                 automargin=True)
     if reversed_:
@@ -131,7 +133,7 @@ def colorbar(title: str | None = None, **kw) -> dict:
     default) the title sits right against the highest tick label."""
     bar = dict(thickness=12, **kw)
     if title:
-        bar["title"] = dict(text=title, side="right")
+        bar["title"] = dict(text=_(title), side="right")  # a msgid ("weight") or translated
     return bar
 
 

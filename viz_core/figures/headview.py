@@ -111,7 +111,8 @@ def head_view(
             ys[0::3], ys[1::3], ys[2::3] = q[sel], k[sel], np.nan
             fig.add_trace(go.Scatter(
                 x=xs, y=ys, mode="lines", opacity=bucket_opacity(b),
-                line=dict(color=color, width=2), name=f"head {h}", legendgroup=f"head {h}",
+                line=dict(color=color, width=2), name=_("head {head}").format(head=h),
+                legendgroup=f"head {h}",
                 showlegend=first, hoverinfo="skip", meta={"head": h, "bucket": b},
             ))
             first = False
@@ -131,9 +132,10 @@ def head_view(
     n = max(nq, nk)
     fig.update_xaxes(visible=False, range=[-0.6, 1.6])
     fig.update_yaxes(visible=False, autorange="reversed")  # first token at the top
-    note = f" · top {top_k} keys per query" if top_k is not None and top_k < nk else ""
-    note += f" · weights > {threshold:g}" if threshold > 0 else ""
-    base_layout(fig, (title or "Head view") + note, height=min(4000, max(300, 18 * n + 100)),
+    note = _(" · top {k} keys per query").format(k=top_k) if top_k is not None and top_k < nk \
+        else ""
+    note += _(" · weights > {threshold:g}").format(threshold=threshold) if threshold > 0 else ""
+    base_layout(fig, (title or _("Head view")) + note, height=min(4000, max(300, 18 * n + 100)),
                 legend=dict(title=_("heads"), itemclick="toggle", itemdoubleclick="toggleothers"))
     return fig
 
@@ -147,12 +149,12 @@ def block_head_view(block: BlockTrace, heads: Sequence[int] | None = None,
     most HEADVIEW_WINDOW positions, read with ``block.window``.
     """
     heads = list(range(block.n_heads)) if heads is None else [int(h) for h in heads]
-    _, n_q, n_k = block.shape
+    n_q, n_k = block.shape[1:]
     if rows is None and cols is None:
         if max(n_q, n_k) > HEADVIEW_MAX:
             raise ValueError(f"{block.name} has {n_q} x {n_k} tokens: the head view draws "
                              f"at most {HEADVIEW_MAX}; give a window (rows, cols)")
-        kw.setdefault("title", f"{block.name} · head view")
+        kw.setdefault("title", _("{name} · head view").format(name=block.name))
         return head_view({h: block.head(h) for h in heads}, block.query_tokens,
                          block.key_tokens, heads=heads, **kw)
     r0, r1 = rows if rows is not None else (0, n_q)
@@ -160,8 +162,8 @@ def block_head_view(block: BlockTrace, heads: Sequence[int] | None = None,
     r0, r1, c0, c1 = max(0, r0), min(n_q, r1), max(0, c0), min(n_k, c1)
     if max(r1 - r0, c1 - c0) > HEADVIEW_WINDOW:
         raise ValueError(f"a head view window is at most {HEADVIEW_WINDOW} queries x keys")
-    kw.setdefault("title", f"{block.name} · head view · queries {r0}–{r1 - 1}, "
-                           f"keys {c0}–{c1 - 1}")
+    kw.setdefault("title", _("{name} · head view · queries {r0}–{r1}, keys {c0}–{c1}").format(
+        name=block.name, r0=r0, r1=r1 - 1, c0=c0, c1=c1 - 1))
     return head_view({h: block.window(h, (r0, r1), (c0, c1)) for h in heads},
                      block.query_tokens[r0:r1], block.key_tokens[c0:c1], heads=heads,
                      q_start=r0, k_start=c0, **kw)

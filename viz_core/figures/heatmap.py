@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import plotly.graph_objects as go
 
-from viz_core.i18n import _
+from viz_core.i18n import N_, _
 
 from .common import (
     BLOCKED_COLOR,
@@ -78,13 +78,13 @@ def matrix_heatmap(
     *,
     mask: np.ndarray | None = None,
     title: str | None = None,
-    value_name: str = "weight",
+    value_name: str = N_("weight"),
     colorscale: str = WEIGHT_COLORSCALE,
     zmin: float | None = 0.0,
     zmax: float | None = 1.0,
     zmid: float | None = None,
-    x_title: str = "key",
-    y_title: str = "query",
+    x_title: str = N_("key"),
+    y_title: str = N_("query"),
     max_cells: int | None = MAX_CELLS_WEIGHTS,
     q_start: int = 0,
     k_start: int = 0,
@@ -98,6 +98,7 @@ def matrix_heatmap(
     the title says so. q_start / k_start: positions of the first row / column when z is a
     window of a longer input (labels then read "1030·the").
     """
+    value_name, x_title, y_title = _(value_name), _(x_title), _(y_title)  # defaults: msgids
     z = np.asarray(z)
     check_matrix(z, query_tokens, key_tokens)
     zz = f32(z).copy()
@@ -115,7 +116,7 @@ def matrix_heatmap(
             break
         f += 1
     if f > 1:
-        title = f"{title or ''} (mean-pooled {f}×{f})"
+        title = (title or "") + _(" (mean-pooled {f}×{f})").format(f=f)
     traces = [go.Heatmap(
         z=zz, x=xl, y=yl, colorscale=colorscale, zmin=zmin, zmax=zmax, zmid=zmid,
         hoverongaps=False, colorbar=colorbar(value_name),
@@ -196,7 +197,7 @@ def block_heatmap(block: BlockTrace, head: int, view: str = "weights",
     return attention_heatmap(
         block.head(head), block.query_tokens, block.key_tokens, mask=block.mask,
         scores=scores, view=view, title=_("{name} · head {head} · {view}").format(
-                                            name=block.name, head=head, view=view),
+                                            name=block.name, head=head, view=_(view)),
     )
 
 
@@ -226,7 +227,7 @@ def grouped_block_heatmap(block: BlockTrace, head: int, by: str) -> go.Figure:
 def pooled_blocked(block: BlockTrace, q_bins: int, k_bins: int) -> np.ndarray:
     """bool [q_bins, k_bins]: bins of ``overview`` whose every cell is blocked. Reads the mask
     MASK_ROWS query rows at a time, so the N x N mask never exists."""
-    _, n_q, n_k = block.shape
+    n_q, n_k = block.shape[1:]
     qs, ks = bin_starts(n_q, q_bins), bin_starts(n_k, k_bins)
     per_row = np.empty((n_q, len(ks)), dtype=np.int32)  # blocked keys of each row per key bin
     for r0 in range(0, n_q, MASK_ROWS):
@@ -243,7 +244,7 @@ def fitted_pool(block: BlockTrace, heads: list[int] | None, what: str, size: int
     """(z, blocked bins) from block.overview at the largest size <= `size` whose z (blocked
     bins NaN) + labels fit MAX_PAYLOAD_BYTES: signed values and NaN base64-encode into many
     "/", which plotly escapes. `combine` turns the [head, bq, bk] overview into z [bq, bk]."""
-    _, n_q, n_k = block.shape
+    n_q, n_k = block.shape[1:]
     while True:
         z = combine(block.overview(size, heads=heads, what=what))
         blocked = pooled_blocked(block, *z.shape)
@@ -256,14 +257,15 @@ def fitted_pool(block: BlockTrace, heads: list[int] | None, what: str, size: int
 
 
 def pooled_heatmap(z: np.ndarray, n_q: int, n_k: int, *, blocked: np.ndarray | None = None,
-                   title: str | None = None, value_name: str = "mean weight",
+                   title: str | None = None, value_name: str = N_("mean weight"),
                    colorscale: str = WEIGHT_COLORSCALE, zmin: float | None = 0.0,
-                   zmax: float | None = None, x_title: str = "key positions",
-                   y_title: str = "query positions") -> go.Figure:
+                   zmax: float | None = None, x_title: str = N_("key positions"),
+                   y_title: str = N_("query positions")) -> go.Figure:
     """Heatmap of block means z [bq, bk] of an n_q x n_k matrix pooled into the contiguous
     bins of ``BlockTrace.overview``; axes are position ranges ("0–15"). Bins whose every cell
     is blocked (`blocked`) are NaN: grey. zmax None: the largest value (pooled weights are
     small: a bin of b keys holds at most b / n_k of a row's mass on average)."""
+    value_name, x_title, y_title = _(value_name), _(x_title), _(y_title)  # defaults: msgids
     zz = f32(z).copy()
     if zz.ndim != 2:
         raise ValueError(f"pooled z must be [q bins, k bins], got shape {zz.shape}")
@@ -304,13 +306,13 @@ def block_pooled_heatmap(block: BlockTrace, head: int, view: str = "weights",
     if size is None:
         size = POOLED_SIZE if view == "weights" else POOLED_SIZE_SIGNED
     z, blocked = fitted_pool(block, [int(head)], what, size)
-    _, n_q, n_k = block.shape
-    title = f"{block.name} · head {head} · {view}"
+    n_q, n_k = block.shape[1:]
+    title = _("{name} · head {head} · {view}").format(name=block.name, head=head, view=_(view))
     if view == "weights":
         return pooled_heatmap(z, n_q, n_k, blocked=blocked, title=title)
     allowed = z[~blocked]
     lim = float(np.abs(allowed).max()) if allowed.size else 1.0
-    return pooled_heatmap(z, n_q, n_k, blocked=blocked, title=title, value_name="mean score",
+    return pooled_heatmap(z, n_q, n_k, blocked=blocked, title=title, value_name=_("mean score"),
                           colorscale=SCORE_COLORSCALE, zmin=-lim, zmax=lim)
 
 
@@ -318,7 +320,7 @@ def clip_window(block: BlockTrace, q0: int, k0: int, size: int, limit: int = ZOO
                 ) -> tuple[tuple[int, int], tuple[int, int]]:
     """((r0, r1), (c0, c1)): a window of at most size x size (<= limit) inside the block,
     moved back inside when it would run past the last query or key."""
-    _, n_q, n_k = block.shape
+    n_q, n_k = block.shape[1:]
     size = max(1, min(int(size), limit))
     h, w = min(size, n_q), min(size, n_k)
     r0 = max(0, min(int(q0), n_q - h))

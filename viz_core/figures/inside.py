@@ -160,33 +160,36 @@ def inside_head_figures(
     tok = query_tokens[query_index]
     d_k = len(s["q"])
     blocked = s["blocked"]
-    scale_text = (f"divided by √d_k = √{d_k} = {np.sqrt(d_k):.3g}" if scaling is None
-                  else f"times the model's scaling {float(scaling):.4g}")
+    scale_text = (_("divided by √d_k = √{d_k} = {root:.3g}").format(d_k=d_k, root=np.sqrt(d_k))
+                  if scaling is None else
+                  _("times the model's scaling {scaling:.4g}").format(scaling=float(scaling)))
     logits = s.get("capped", s["scaled"])
     steps: list[tuple[str, str, object]] = [
-        ("q", f"query vector q of {query_index}·{tok}", lambda t: _vector_fig(s["q"], t, "q")),
-        ("k", "key vectors k_j (one row per key)",
+        ("q", _("query vector q of {token}").format(token=f"{query_index}·{tok}"),
+         lambda t: _vector_fig(s["q"], t, "q")),
+        ("k", _("key vectors k_j (one row per key)"),
          lambda t: _key_matrix_fig(s["k"], key_tokens, t, "k")),
-        ("products", "elementwise products q ⊙ k_j (row sums = q·k_j)",
+        ("products", _("elementwise products q ⊙ k_j (row sums = q·k_j)"),
          lambda t: _key_matrix_fig(s["products"], key_tokens, t, "q⊙k")),
-        ("raw", "raw scores q · k_j", lambda t: _key_bar_fig(s["raw"], key_tokens, t, "q·k")),
-        ("scaled", scale_text, lambda t: _key_bar_fig(s["scaled"], key_tokens, t, "score")),
+        ("raw", _("raw scores q · k_j"), lambda t: _key_bar_fig(s["raw"], key_tokens, t, "q·k")),
+        ("scaled", scale_text, lambda t: _key_bar_fig(s["scaled"], key_tokens, t, _("score"))),
     ]
     if softcap is not None:
         before = s["scaled"] if before_cap is None else before_cap
         after = s["capped"] if after_cap is None else after_cap
-        steps.append(("softcap", f"softcap: s → {softcap:g}·tanh(s / {softcap:g}), before "
-                      "and after", lambda t: softcap_figure(before, after, softcap, key_tokens,
-                                                            t, blocked=blocked)))
+        steps.append(("softcap", _("softcap: s → {cap:g}·tanh(s / {cap:g}), before and "
+                                   "after").format(cap=softcap),
+                      lambda t: softcap_figure(before, after, softcap, key_tokens, t,
+                                               blocked=blocked)))
     steps += [
-        ("masked", "mask: blocked keys → −∞",
-         lambda t: _key_bar_fig(logits, key_tokens, t, "masked score", blocked=blocked)),
-        ("weights", "softmax → attention weights",
-         lambda t: _key_bar_fig(s["weights"], key_tokens, t, "weight", blocked=blocked,
+        ("masked", _("mask: blocked keys → −∞"),
+         lambda t: _key_bar_fig(logits, key_tokens, t, _("masked score"), blocked=blocked)),
+        ("weights", _("softmax → attention weights"),
+         lambda t: _key_bar_fig(s["weights"], key_tokens, t, _("weight"), blocked=blocked,
                                 yrange=[0, 1])),
-        ("weighted_v", "weighted values w_j · v_j (column sums = z)",
+        ("weighted_v", _("weighted values w_j · v_j (column sums = z)"),
          lambda t: _key_matrix_fig(s["weighted_v"], key_tokens, t, "w·v")),
-        ("z", "output z = Σ_j w_j v_j (this head, this query)",
+        ("z", _("output z = Σ_j w_j v_j (this head, this query)"),
          lambda t: _vector_fig(s["z"], t, "z")),
     ]
     return {name: build(f"{i} · {title}") for i, (name, title, build) in enumerate(steps, 1)}
