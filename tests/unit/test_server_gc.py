@@ -75,3 +75,28 @@ def test_the_interval_comes_from_the_environment(monkeypatch):
         assert server._gc_seconds() == want
     monkeypatch.delenv("ATTENTION_LAB_GC_SECONDS")
     assert server._gc_seconds() == 30.0
+
+
+def test_streamlits_run_end_collects_only_under_the_option_we_turn_off():
+    """The option is what gates Streamlit's collection (a Streamlit upgrade that collects
+    otherwise fails here). AppTest's runner never collects, so the served app's CPU per
+    interaction is measured by bench_latency --cpu against a real server instead."""
+    import inspect
+
+    original = ScriptRunner._on_script_finished
+    while getattr(original, server._GC_MARK, False):  # ours wraps Streamlit's
+        original = original.__closure__[0].cell_contents
+    source = inspect.getsource(original)
+    assert source.count("gc.collect(") == 1
+    gate = source.index('config.get_option("runner.postScriptGC")')
+    assert gate < source.index("gc.collect(")
+
+
+def test_the_shipped_config_turns_streamlits_collection_off():
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    settings = tomllib.loads((root / ".streamlit" / "config.toml").read_text())["runner"]
+    assert settings["postScriptGC"] is False
+    assert "runner.postScriptGC" in config._config_options_template  # a name it knows
