@@ -13,6 +13,7 @@ from viz_core.i18n import N_, _
 
 STREAM_LIMIT = 256 << 20  # bytes a stream capture may keep for this page
 
+STACKS = {"encoder": N_("Encoder"), "decoder": N_("Decoder")}
 PLACEMENTS = {
     "post": N_("x ← Norm(x + f(x)): the norm after the residual add, as in the paper, BERT, BART"),
     "pre": N_("x ← x + f(Norm(x)): the norm before each sublayer, as in GPT-2, T5, Llama"),
@@ -75,7 +76,7 @@ for stack_name in vb.stacks(trace):
     rows = vb.layer_rows(trace, stack_name, placement)
     if not rows:
         continue
-    st.markdown(f"**{stack_name.capitalize()}**")
+    st.markdown("**" + _(STACKS.get(stack_name, stack_name.capitalize())) + "**")
     c1, c2 = st.columns(2)
     with c1:
         chart(residual_figure(rows), key=f"block_resid_{stack_name}",

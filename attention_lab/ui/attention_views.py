@@ -16,7 +16,7 @@ from viz_core.figures.heatmap import (
     grouped_block_heatmap,
     is_long,
 )
-from viz_core.i18n import N_, _
+from viz_core.i18n import N_, _, bound
 
 from .charts import chart, download
 from .controls import bounded_int, url_select
@@ -55,7 +55,8 @@ def head_tabs(trace, figure, kind: str, block, head: int) -> None:
                                                  rows=hv_rows, cols=hv_cols)),
                   key="headview", name=f"{block.name}-headview")
     with tab_agg:
-        how = st.radio(_("Aggregate"), ["mean", "max"], horizontal=True, key="agg_how")
+        how = st.radio(_("Aggregate"), [N_("mean"), N_("max")], horizontal=True, key="agg_how",
+                       format_func=bound(_))
         if tab_agg.open:
             chart(figure("aggregate", (block.name, how), lambda: block_aggregate_heatmap(
                 block, how=how)), key="aggregate", name=f"{block.name}-{how}")

@@ -22,10 +22,12 @@ import torch
 
 from ..capture.recorder import STREAM_POINTS
 from ..capture.trace import to_numpy
+from ..i18n import N_, _
 from ..model.choices import NormPlacement, Stack, Sublayer, choose, options
 
 SUBLAYERS = options(Sublayer)
-SUBLAYER_LABELS = {"self": "self-attention", "cross": "cross-attention", "ffn": "feed-forward"}
+SUBLAYER_LABELS = {"self": N_("self-attention"), "cross": N_("cross-attention"),
+                   "ffn": N_("feed-forward")}
 
 
 def added(points: dict[str, torch.Tensor], kind: Sublayer, placement: NormPlacement
@@ -142,31 +144,32 @@ def shape_steps(block, info: dict, trace) -> list[tuple[str, str, str]]:
         d = pts["in"].shape[-1]
     placement = info.get("norm_placement", "post")
     norm = info.get("norm") or "LayerNorm"
-    src = "x" if kind != "cross" else "encoder output"
-    steps = [("input", "the residual stream x entering the block", f"[1, {tq}, {d}]")]
+    src = "x" if kind != "cross" else _("encoder output")
+    steps = [("input", _("the residual stream x entering the block"), f"[1, {tq}, {d}]")]
     if placement in ("pre", "pre+post"):
-        steps.append(("norm", f"{norm}(x) before the sublayer (pre-norm)", f"[1, {tq}, {d}]"))
-    gqa = "" if hkv == h else f" (grouped-query: {hkv} key/value heads)"
+        steps.append(("norm", _("{norm}(x) before the sublayer (pre-norm)").format(norm=norm),
+                      f"[1, {tq}, {d}]"))
+    gqa = "" if hkv == h else _(" (grouped-query: {kv} key/value heads)").format(kv=hkv)
     steps += [
-        ("Q = x W_Q", f"project, then split into {h} heads of d_k = {d_k}",
+        ("Q = x W_Q", _("project, then split into {h} heads of d_k = {d_k}").format(h=h, d_k=d_k),
          f"[1, {tq}, {h}·{d_k}] → [1, {h}, {tq}, {d_k}]"),
-        ("K, V", f"from the {src}{gqa}", f"[1, {hkv}, {tk}, {d_k}]"),
+        ("K, V", _("from the {src}{gqa}").format(src=src, gqa=gqa), f"[1, {hkv}, {tk}, {d_k}]"),
         ("scores", "Q Kᵀ / √d_k (+ mask)", f"[1, {h}, {tq}, {tk}]"),
-        ("softmax", "attention pattern, each row sums to 1", f"[1, {h}, {tq}, {tk}]"),
-        ("z = pattern · V", "each head's output", f"[1, {h}, {tq}, {d_k}]"),
-        ("concat", "heads side by side (transpose, reshape)",
+        ("softmax", _("attention pattern, each row sums to 1"), f"[1, {h}, {tq}, {tk}]"),
+        ("z = pattern · V", _("each head's output"), f"[1, {h}, {tq}, {d_k}]"),
+        ("concat", _("heads side by side (transpose, reshape)"),
          f"[1, {tq}, {h}, {d_k}] → [1, {tq}, {h * d_k if d_k else 'h·d_k'}]"),
-        ("W_O", "mix the heads back to d_model", f"[1, {tq}, {d}]"),
+        ("W_O", _("mix the heads back to d_model"), f"[1, {tq}, {d}]"),
     ]
     if placement == "post":
         steps.append(("add & norm", f"{norm}(x + attention)", f"[1, {tq}, {d}]"))
     elif placement in ("pre+post", "output"):
         steps.append(("norm, add", f"x + {norm}(attention)", f"[1, {tq}, {d}]"))
     else:
-        steps.append(("add", "x + attention (the norm comes before the next sublayer)",
+        steps.append(("add", _("x + attention (the norm comes before the next sublayer)"),
                       f"[1, {tq}, {d}]"))
-    steps += [("feed-forward", "W_1, activation, W_2", f"[1, {tq}, {d}] → [1, {tq}, {d_ff}] "
-                                                          f"→ [1, {tq}, {d}]"),
-              ("output", "add (and norm) again: the stream leaving the layer",
+    steps += [("feed-forward", _("W_1, activation, W_2"), f"[1, {tq}, {d}] → [1, {tq}, {d_ff}] "
+                                                             f"→ [1, {tq}, {d}]"),
+              ("output", _("add (and norm) again: the stream leaving the layer"),
                f"[1, {tq}, {d}]")]
     return steps

@@ -39,7 +39,7 @@ def aggregate_heatmap(pattern: np.ndarray, query_tokens: Sequence[str],
     else:
         raise ValueError(f"how must be 'mean' or 'max', not {how!r}")
     return matrix_heatmap(z, query_tokens, key_tokens, mask=mask,
-                          title=title or f"{how} over heads")
+                          title=title or _("{how} over heads").format(how=_(how)))
 
 
 def block_aggregate_heatmap(block: BlockTrace, how: str = "mean",
@@ -48,7 +48,7 @@ def block_aggregate_heatmap(block: BlockTrace, how: str = "mean",
     """Mean or max over the heads of a block: exact up to exact_max tokens; beyond, from
     ``block.overview`` of every head (the mean of block means is the block mean of the mean;
     the max is the max over heads of each head's block means, said in the title)."""
-    title = f"{block.name}: {how} over heads"
+    title = _("{name}: {how} over heads").format(name=block.name, how=_(how))
     if not is_long(block, exact_max):
         return aggregate_heatmap(block.pattern, block.query_tokens, block.key_tokens, how=how,
                                  mask=block.mask, title=title)
@@ -58,7 +58,7 @@ def block_aggregate_heatmap(block: BlockTrace, how: str = "mean",
                              lambda ov: ov.mean(axis=0) if how == "mean" else ov.max(axis=0))
     if how == "max":
         title = f"{block.name}: max over heads of each head's block means"
-    _, n_q, n_k = block.shape
+    n_q, n_k = block.shape[1:]
     return pooled_heatmap(z, n_q, n_k, blocked=blocked, title=title)
 
 
@@ -71,7 +71,8 @@ def rollout_figure(patterns: np.ndarray, tokens: Sequence[str], title: str | Non
                    ) -> go.Figure:
     """Attention rollout of self-attention patterns [layer, head, n, n] as a heatmap."""
     return matrix_heatmap(analysis.rollout(patterns), tokens, tokens,
-                          title=title or f"attention rollout over {len(patterns)} layers",
+                          title=title or _("attention rollout over {n_patterns} layers").format(
+                                             n_patterns=len(patterns)),
                           value_name="rollout")
 
 
@@ -99,7 +100,7 @@ def head_similarity_figure(matrix: np.ndarray, labels: Sequence[str],
         hovertemplate="%{y} vs %{x}: %{z:.4f}<extra>JS divergence</extra>"))
     fig.update_xaxes(type="category", tickangle=-90, showgrid=False)
     fig.update_yaxes(type="category", autorange="reversed", showgrid=False)
-    return base_layout(fig, title or "Head similarity (Jensen-Shannon divergence, 0 = same)",
+    return base_layout(fig, title or _("Head similarity (Jensen-Shannon divergence, 0 = same)"),
                        height=max(400, 12 * len(labels) + 120))
 
 
@@ -116,7 +117,8 @@ def head_stat_figure(stats: pd.DataFrame, stat: str, kind: str, title: str | Non
     fig.update_xaxes(title=_("head"), dtick=1, side="top")
     fig.update_yaxes(title=_("layer"), dtick=1, autorange="reversed")
     _ticks, top = top_axis([str(h) for h in table.columns])
-    return base_layout(fig, title or f"{kind}: {stat} per head", margin=dict(t=top))
+    return base_layout(fig, title or _("{kind}: {stat} per head").format(kind=kind, stat=stat),
+                       margin=dict(t=top))
 
 
 def alignment_figure(pattern_head: np.ndarray, query_tokens: Sequence[str],
@@ -125,7 +127,7 @@ def alignment_figure(pattern_head: np.ndarray, query_tokens: Sequence[str],
     """Cross-attention of one head with its argmax source per target (○) and, if given,
     the gold alignment (+)."""
     fig = matrix_heatmap(pattern_head, query_tokens, key_tokens,
-                         title=title or "alignment: argmax source per target")
+                         title=title or _("alignment: argmax source per target"))
     xl, yl = fig.data[0].x, fig.data[0].y
     if len(xl) != len(key_tokens) or len(yl) != len(query_tokens):
         return fig  # pooled (very long input): per-token markers would not line up
@@ -133,14 +135,14 @@ def alignment_figure(pattern_head: np.ndarray, query_tokens: Sequence[str],
     rows = [q for q in range(len(best)) if best[q] >= 0]
     fig.add_trace(go.Scatter(
         x=[xl[best[q]] for q in rows], y=[yl[q] for q in rows], mode="markers",
-        name="argmax", marker=dict(symbol="circle-open", size=14, color="#d62728",
+        name=_("argmax"), marker=dict(symbol="circle-open", size=14, color="#d62728",
                                    line=dict(width=2)),
         hovertemplate="%{y} → %{x}: argmax<extra></extra>"))
     if gold is not None:
         pairs = [(q, k) for q, ks in analysis.gold_sets(gold).items() for k in ks]
         fig.add_trace(go.Scatter(
             x=[xl[k] for _, k in pairs], y=[yl[q] for q, _ in pairs], mode="markers",
-            name="gold", marker=dict(symbol="cross-thin-open", size=14, color="#2ca02c",
+            name=_("gold"), marker=dict(symbol="cross-thin-open", size=14, color="#2ca02c",
                                      line=dict(width=2)),
             hovertemplate="%{y} → %{x}: gold<extra></extra>"))
         score = analysis.alignment_score(pattern_head, gold)

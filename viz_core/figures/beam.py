@@ -162,7 +162,7 @@ def beam_tree_figure(tree: BeamTree, n_best: int | None = None, show_pruned: boo
     # The legend goes under the title at the top of the figure (under the axis it ran into
     # the step numbers), placed in pixels from the top; the right margin holds the ranks.
     fig_height = height or int(min(2400, max(420, SLOT_PX * span + 210)))
-    base_layout(fig, title or "Beam search tree", clickmode="event+select", height=fig_height,
+    base_layout(fig, title or _("Beam search tree"), clickmode="event+select", height=fig_height,
                 margin=dict(t=TOP_PX, r=RANK_PX, l=70),
                 legend=dict(orientation="h", yref="container", y=1 - TITLE_PX / fig_height,
                             yanchor="top", x=0, xanchor="left"))

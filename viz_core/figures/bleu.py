@@ -21,4 +21,4 @@ def token_logprob_figure(tree, max_hypotheses: int = 8) -> go.Figure:
             hovertemplate=f"#{rank}, step %{{x}}: %{{text}} log-prob %{{y:.3f}}<extra></extra>"))
     fig.update_xaxes(title=_("step"), dtick=1)
     fig.update_yaxes(title=_("log P(token | prefix)"))
-    return base_layout(fig, "Per-token log-probabilities of the n-best")
+    return base_layout(fig, _("Per-token log-probabilities of the n-best"))

@@ -25,18 +25,18 @@ def residual_figure(rows: Sequence[LayerRow], title: str | None = None) -> go.Fi
     kinds = [k for k in SUBLAYER_LABELS if any(k in r.adds for r in rows)]
     for kind in kinds:
         y = f32([r.adds.get(kind, np.nan) for r in rows])
-        fig.add_trace(go.Bar(x=x, y=y, name=f"{SUBLAYER_LABELS[kind]} adds",
+        fig.add_trace(go.Bar(x=x, y=y, name=_("{value} adds").format(value=_(SUBLAYER_LABELS[kind])),
                              marker_color=_COLORS[kind],
                              hovertemplate="%{x}: ‖added‖ = %{y:.3f}<extra></extra>"))
     fig.add_trace(go.Scatter(x=x, y=f32([r.stream_in for r in rows]), mode="lines+markers",
-                             name="stream entering", line=dict(color="#555555"),
+                             name=_("stream entering"), line=dict(color="#555555"),
                              hovertemplate="%{x}: ‖x_in‖ = %{y:.3f}<extra></extra>"))
     fig.add_trace(go.Scatter(x=x, y=f32([r.stream_out for r in rows]), mode="lines+markers",
-                             name="stream leaving", line=dict(color="#000000", dash="dot"),
+                             name=_("stream leaving"), line=dict(color="#000000", dash="dot"),
                              hovertemplate="%{x}: ‖x_out‖ = %{y:.3f}<extra></extra>"))
     fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.25))
     fig.update_yaxes(title=_("mean L2 norm per token"))
-    return base_layout(fig, title or "Residual stream and what each sublayer adds")
+    return base_layout(fig, title or _("Residual stream and what each sublayer adds"))
 
 
 def ratio_figure(rows: Sequence[LayerRow], title: str | None = None) -> go.Figure:
@@ -45,16 +45,16 @@ def ratio_figure(rows: Sequence[LayerRow], title: str | None = None) -> go.Figur
     fig = go.Figure()
     for kind in [k for k in SUBLAYER_LABELS if any(k in r.adds for r in rows)]:
         y = f32([np.nan if r.ratio(kind) is None else r.ratio(kind) for r in rows])
-        fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers", name=SUBLAYER_LABELS[kind],
+        fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers", name=_(SUBLAYER_LABELS[kind]),
                                  line=dict(color=_COLORS[kind]),
                                  hovertemplate="%{x}: %{y:.3f} × ‖x_in‖<extra></extra>"))
     fig.update_yaxes(title=_("‖added‖ / ‖stream entering‖"), rangemode="tozero")
-    return base_layout(fig, title or "How much each sublayer changes the stream")
+    return base_layout(fig, title or _("How much each sublayer changes the stream"))
 
 
 def stream_heatmap(norms: np.ndarray, tokens: Sequence[str], stack: str) -> go.Figure:
     """Each token's stream norm at each layer boundary: rows = embedding, after layer 0, ..."""
-    rows = ["embedding (layer 0 input)"] + [f"after {stack}.{i}"
+    rows = [_("embedding (layer 0 input)")] + [_("after {layer}").format(layer=f"{stack}.{i}")
                                             for i in range(norms.shape[0] - 1)]
     return matrix_heatmap(f32(norms), rows, list(tokens), title=_("Stream norm per token"),
                           value_name="‖x‖", colorscale="Viridis", zmin=None, zmax=None,

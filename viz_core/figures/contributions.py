@@ -88,7 +88,7 @@ def attribution_heatmap(frame: pd.DataFrame, title: str | None = None) -> go.Fig
     heads = frame[frame["kind"] == "head"]
     m, blocks, width = head_matrix(list(heads["component"]), list(heads["contribution"]))
     return signed_heatmap(m, blocks, [f"h{h}" for h in range(width)],
-                          title=title or "Direct contribution of each head to the logit",
+                          title=title or _("Direct contribution of each head to the logit"),
                           value_name="contribution")
 
 
@@ -244,7 +244,7 @@ def composition_heatmap(frame: pd.DataFrame, kind: str, title: str | None = None
     top = float(finite.max()) if finite.size else 1.0
     return _ticks_below(matrix_heatmap(
         f32(m), senders, receivers,
-        title=title or f"{kind}-composition: sender (rows) → receiver (columns)",
+        title=title or _("{kind}-composition: sender (rows) → receiver (columns)").format(kind=kind),
         value_name="score", colorscale="Viridis", zmin=0.0, zmax=top or 1.0,
         x_title=_("receiver head"), y_title=_("sender head"), max_cells=None))
 

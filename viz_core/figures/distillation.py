@@ -52,9 +52,9 @@ def layer_map_figure(matrix: np.ndarray, mapping: Sequence[tuple[int, int]], *,
         # invisible marker per cell for the hover
         for si, ti in zip(s, t, strict=True):
             fig.add_shape(type="rect", x0=ti - 0.48, x1=ti + 0.48, y0=si - 0.46, y1=si + 0.46,
-                          line=dict(color=MAPPING_COLOR, width=3), name="mapped pair")
+                          line=dict(color=MAPPING_COLOR, width=3), name=_("mapped pair"))
         fig.add_trace(go.Scatter(
-            x=list(t), y=list(s), mode="markers", name="mapping",
+            x=list(t), y=list(s), mode="markers", name=_("mapping"),
             marker=dict(symbol="square", size=24, color=MAPPING_COLOR, opacity=0),
             hovertemplate="mapped: student layer %{y} learns from teacher layer %{x}"
                           "<extra></extra>"))
@@ -66,8 +66,8 @@ def layer_map_figure(matrix: np.ndarray, mapping: Sequence[tuple[int, int]], *,
                      tickmode="array",
                      tickvals=list(range(n_s)), ticktext=[str(i) for i in range(n_s)],
                      range=[n_s - 0.5, -0.5], showgrid=False, zeroline=False)
-    return base_layout(fig, title or f"{measure}: every student layer against every "
-                                      f"teacher layer", showlegend=False,
+    return base_layout(fig, title or _("{measure}: every student layer against every teacher "
+                                       "layer").format(measure=measure), showlegend=False,
                        plot_bgcolor="#b8b8b8", height=max(260, 60 * n_s + 160))
 
 

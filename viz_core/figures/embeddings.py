@@ -22,7 +22,7 @@ def segment_heatmap(pattern_head: np.ndarray, tokens: Sequence[str], segments: S
                     title: str | None = None) -> go.Figure:
     """One head's attention with the segment of every token as a coloured stripe above the
     keys and left of the queries (A blue, B orange), and [CLS]/[SEP] ticks in bold."""
-    fig = matrix_heatmap(pattern_head, tokens, tokens, title=title or "attention")
+    fig = matrix_heatmap(pattern_head, tokens, tokens, title=title or _("attention"))
     if len(fig.data[0].x) != len(tokens):
         return fig  # pooled: per-token stripes would not line up
     for a, b, s in segment_runs(list(segments)):
@@ -50,12 +50,12 @@ def embedding_norms_figure(parts: EmbeddingParts) -> go.Figure:
     fig = go.Figure()
     for name in ("token", "segment", "position", "total"):
         fig.add_trace(go.Bar(x=labels, y=f32(norms[name]),
-                             name="sum" if name == "total" else name,
+                             name=_("sum") if name == "total" else name,
                              hovertemplate="%{x}: ‖" + name + "‖ = %{y:.3f}<extra></extra>"))
     fig.update_xaxes(type="category", tickmode="array", tickvals=labels,
                      ticktext=[plot_text(t) for t in parts.tokens], title=_("token"))
     fig.update_yaxes(title="L2 norm")
-    return base_layout(fig, "Norm of each part of the input embedding", barmode="group")
+    return base_layout(fig, _("Norm of each part of the input embedding"), barmode="group")
 
 
 def embedding_rows_figure(parts: EmbeddingParts, i: int) -> go.Figure:
@@ -68,5 +68,6 @@ def embedding_rows_figure(parts: EmbeddingParts, i: int) -> go.Figure:
                                zmax=lim, hovertemplate="%{y}, dim %{x}: %{z:.4f}<extra></extra>"))
     fig.update_yaxes(autorange="reversed")
     fig.update_xaxes(title=_("dimension"))
-    return base_layout(fig, f"{plot_text(parts.tokens[i])}: token + segment + position = sum",
+    return base_layout(fig, _("{plot_text}: token + segment + position = sum").format(
+                                plot_text=plot_text(parts.tokens[i])),
                        height=300)

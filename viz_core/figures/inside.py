@@ -77,13 +77,13 @@ def softcap_figure(before: np.ndarray, after: np.ndarray, softcap: float,
     grid = np.linspace(-reach, reach, 201)
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=f32(grid), y=f32(c * np.tanh(grid / c)), mode="lines",
-                             name=f"{c:g}·tanh(s/{c:g})", line=dict(color="#999999"),
+                             name=_("{c:g}·tanh(s/{c:g})").format(c=c), line=dict(color="#999999"),
                              hoverinfo="skip"))
-    fig.add_trace(go.Scatter(x=f32(grid), y=f32(grid), mode="lines", name="no cap (y = s)",
+    fig.add_trace(go.Scatter(x=f32(grid), y=f32(grid), mode="lines", name=_("no cap (y = s)"),
                              line=dict(color="#cccccc", dash="dot"), hoverinfo="skip"))
     idx = np.nonzero(keep)[0]
     fig.add_trace(go.Scatter(
-        x=x[idx], y=y[idx], mode="markers", name="this query's keys",
+        x=x[idx], y=y[idx], mode="markers", name=_("this query's keys"),
         text=[labels[i] for i in idx], marker=dict(color="#3b6fb6", size=9),
         hovertemplate="%{text}: %{x:.4f} → %{y:.4f}<extra>softcap</extra>"))
     for side in (-c, c):

@@ -222,7 +222,7 @@ def batch_masks_figure(masks: Sequence[np.ndarray], query_tokens: Sequence[Seque
                                                             total=np.asarray(m).shape[1])
               for i, m in enumerate(masks)]
     return mask_panels(list(masks), titles, query_tokens, key_tokens,
-                       title=title or "The batch's masks, as the model used them")
+                       title=title or _("The batch's masks, as the model used them"))
 
 
 def mask_parts_figure(mask: np.ndarray, query_tokens: Sequence[str],

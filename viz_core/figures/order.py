@@ -18,16 +18,16 @@ def layer_difference_figure(layers: Sequence[str], on: Sequence[float],
                             off: Sequence[float] | None) -> go.Figure:
     """Per layer: the largest |pattern(original) - restored pattern(shuffled)| over heads."""
     fig = go.Figure()
-    fig.add_trace(go.Bar(x=list(layers), y=f32(on), name="positions on",
+    fig.add_trace(go.Bar(x=list(layers), y=f32(on), name=_("positions on"),
                          marker_color="#1f77b4",
                          hovertemplate="%{x}: %{y:.2e}<extra>positions on</extra>"))
     if off is not None:
-        fig.add_trace(go.Bar(x=list(layers), y=f32(off), name="positions off",
+        fig.add_trace(go.Bar(x=list(layers), y=f32(off), name=_("positions off"),
                              marker_color="#ff7f0e",
                              hovertemplate="%{x}: %{y:.2e}<extra>positions off</extra>"))
     fig.update_layout(barmode="group")
     fig.update_yaxes(title=_("max |Δ weight| over heads"), rangemode="tozero")
-    return base_layout(fig, "Does shuffling the tokens change the attention?")
+    return base_layout(fig, _("Does shuffling the tokens change the attention?"))
 
 
 def restored_heatmap(pattern: np.ndarray, labels: Sequence[str], title: str) -> go.Figure:

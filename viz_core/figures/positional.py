@@ -96,7 +96,7 @@ def positional_curves(table: np.ndarray, dims: Sequence[int], title: str | None 
                       line_width=0, annotation_text="this input", annotation_position="top left")
     fig.update_xaxes(title=_("position"))
     fig.update_yaxes(title=_("PE value"))
-    return base_layout(fig, title or "Positional encoding by dimension")
+    return base_layout(fig, title or _("Positional encoding by dimension"))
 
 
 def positional_heatmap(table: np.ndarray, title: str | None = None, start: int = 0
@@ -110,7 +110,7 @@ def positional_heatmap(table: np.ndarray, title: str | None = None, start: int =
         colorbar=dict(thickness=12)))
     fig.update_xaxes(title=_("dimension"))
     fig.update_yaxes(title=_("position"), autorange="reversed")
-    return base_layout(fig, title or "Positional encoding: position × dimension")
+    return base_layout(fig, title or _("Positional encoding: position × dimension"))
 
 
 def wavelength_figure(table: np.ndarray | None = None, d_model: int | None = None,
@@ -144,8 +144,8 @@ def similarity_figure(table: np.ndarray, normalize: bool = False, title: str | N
     lim = float(np.max(np.abs(sim))) if sim.size else 1.0
     labels = [str(start + p) for p in range(sim.shape[0])]
     return matrix_heatmap(
-        sim, labels, labels, title=title or ("cos(PE(p), PE(q))" if normalize
-                                             else "PE(p) · PE(q)"),
+        sim, labels, labels, title=title or (_("cos(PE(p), PE(q))") if normalize
+                                             else _("PE(p) · PE(q)")),
         value_name="similarity", colorscale=SCORE_COLORSCALE, zmin=-lim, zmax=lim,
         x_title="position q", y_title="position p", max_cells=MAX_CELLS_SIGNED,
         max_ticks=POSITION_TICKS)

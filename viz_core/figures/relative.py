@@ -32,14 +32,14 @@ def bias_distance_figure(distances: np.ndarray, bias: np.ndarray, boundaries: Se
     fig = go.Figure()
     for h in heads:
         fig.add_trace(go.Scatter(x=f32(distances), y=f32(bias[h]), mode="lines",
-                                 line_shape="hv", name=f"head {h}",
+                                 line_shape="hv", name=_("head {h}").format(h=h),
                                  hovertemplate=f"head {h}, k−q = %{{x}}: %{{y:.4f}}"
                                                "<extra></extra>"))
     for x in boundaries:
         fig.add_vline(x=x, line_dash="dot", line_color="#999999", line_width=1)
     fig.update_xaxes(title=_("relative position k − q (key after query > 0)"))
     fig.update_yaxes(title=_("bias added to the logit"))
-    return base_layout(fig, title or "Bias by distance (dotted: bucket edges)")
+    return base_layout(fig, title or _("Bias by distance (dotted: bucket edges)"))
 
 
 def xl_terms_figure(terms: dict[str, np.ndarray], tokens: Sequence[str] | None = None
@@ -59,4 +59,4 @@ def xl_terms_figure(terms: dict[str, np.ndarray], tokens: Sequence[str] | None =
         fig.update_yaxes(autorange="reversed", tickvals=list(range(n)), ticktext=ticks,
                          title="query i" if c == 1 else None, row=1, col=c)
         fig.update_xaxes(tickvals=list(range(n)), ticktext=ticks, title="key j", row=1, col=c)
-    return base_layout(fig, "Transformer-XL score = a + b + c + d", height=360)
+    return base_layout(fig, _("Transformer-XL score = a + b + c + d"), height=360)

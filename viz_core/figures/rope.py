@@ -29,13 +29,14 @@ def frequency_figure(spec: RopeSpec, title: str | None = None) -> go.Figure:
                       "<extra></extra>"))
     if spec.scaled:
         fig.add_trace(go.Scatter(
-            x=i, y=f32(spec.frequencies), mode="markers+lines", name=f"{spec.rope_type} scaling",
+            x=i, y=f32(spec.frequencies), mode="markers+lines", name=_("{rope_type} scaling").format(
+                                                                         rope_type=spec.rope_type),
             customdata=f32(wavelengths(spec.frequencies)),
             hovertemplate="pair %{x}: θ' = %{y:.4g}, wavelength %{customdata:.4g}"
                           "<extra></extra>"))
     fig.update_xaxes(title=_("dimension pair i"))
     fig.update_yaxes(title=_("θᵢ (radians per position)"), type="log")
-    return base_layout(fig, title or "Rotation speed of each dimension pair")
+    return base_layout(fig, title or _("Rotation speed of each dimension pair"))
 
 
 def angle_curves(inv_freq: np.ndarray, pairs: Sequence[int], n_pos: int,
@@ -47,11 +48,11 @@ def angle_curves(inv_freq: np.ndarray, pairs: Sequence[int], n_pos: int,
     fig = go.Figure()
     for i in pairs:
         fig.add_trace(go.Scatter(
-            x=f32(pos), y=f32(angles[:, i]), mode="lines", name=f"pair {i}",
+            x=f32(pos), y=f32(angles[:, i]), mode="lines", name=_("pair {i}").format(i=i),
             hovertemplate=f"pair {i}, pos %{{x}}: %{{y:.3f}} rad<extra></extra>"))
     fig.update_xaxes(title=_("position"))
     fig.update_yaxes(title=_("rotation angle mod 2π (radians)"), range=[0, 2 * np.pi])
-    return base_layout(fig, title or "Rotation angle pos·θᵢ of each pair")
+    return base_layout(fig, title or _("Rotation angle pos·θᵢ of each pair"))
 
 
 def angle_heatmap(inv_freq: np.ndarray, n_pos: int, title: str | None = None) -> go.Figure:
@@ -64,7 +65,7 @@ def angle_heatmap(inv_freq: np.ndarray, n_pos: int, title: str | None = None) ->
         colorbar=dict(thickness=12)))
     fig.update_xaxes(title=_("dimension pair i"))
     fig.update_yaxes(title=_("position"), autorange="reversed")
-    return base_layout(fig, title or "cos(pos·θᵢ): position × pair")
+    return base_layout(fig, title or _("cos(pos·θᵢ): position × pair"))
 
 
 def pair_rotation_figure(demo: PairDemo, title: str | None = None) -> go.Figure:
@@ -88,14 +89,17 @@ def pair_rotation_figure(demo: PairDemo, title: str | None = None) -> go.Figure:
                 line=dict(color=colours[label], dash=dash, width=3),
                 marker=dict(size=[0, 9]), text=["", f"{label}@{pos}"],
                 textposition=where,
-                name=f"{label} at position {pos} (q·k = {dot:.3f})",
+                name=_("{label} at position {pos} (q·k = {dot:.3f})").format(
+                         label=label, pos=pos, dot=dot),
                 hovertemplate=f"{label} at {pos}: (%{{x:.3f}}, %{{y:.3f}})<extra></extra>"))
     fig.update_xaxes(range=[-lim, lim], zeroline=True, title="dimension 2i")
     fig.update_yaxes(range=[-lim, lim], zeroline=True, scaleanchor="x", scaleratio=1,
                      title="dimension 2i+1")
     (m, n), (m2, n2) = demo.positions
-    return base_layout(fig, title or (f"q·k at ({m}, {n}) = {demo.dots[0]:.4f}; "
-                                      f"at ({m2}, {n2}) = {demo.dots[1]:.4f}"))
+    return base_layout(fig, title or (_("q·k at ({m}, {n}) = {value:.4f}; at ({m2}, {n2}) = "
+                                        "{value2:.4f}").format(
+                                          m=m, n=n, value=demo.dots[0], m2=m2, n2=n2,
+                                          value2=demo.dots[1])))
 
 
 def rotary_score_figure(scores: np.ndarray, title: str | None = None) -> go.Figure:
@@ -103,7 +107,7 @@ def rotary_score_figure(scores: np.ndarray, title: str | None = None) -> go.Figu
     lim = float(np.max(np.abs(scores))) if scores.size else 1.0
     labels = [str(p) for p in range(scores.shape[0])]
     return matrix_heatmap(
-        f32(scores), labels, labels, title=title or "RoPE: q rotated at m · k rotated at n",
+        f32(scores), labels, labels, title=title or _("RoPE: q rotated at m · k rotated at n"),
         value_name="q·k", colorscale=SCORE_COLORSCALE, zmin=-lim, zmax=lim,
         x_title=_("key position n"), y_title=_("query position m"), max_cells=MAX_CELLS_SIGNED,
         max_ticks=16)  # position numbers: every n-th one (64 labels crowd a half-page chart)
@@ -118,4 +122,4 @@ def decay_figure(distances: np.ndarray, curves: dict[str, np.ndarray],
                                  hovertemplate="distance %{x}: %{y:.3f}<extra></extra>"))
     fig.update_xaxes(title=_("relative distance m − n"))
     fig.update_yaxes(title=_("relative upper bound"))
-    return base_layout(fig, title or "Long-range decay of the q·k bound")
+    return base_layout(fig, title or _("Long-range decay of the q·k bound"))

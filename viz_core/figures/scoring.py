@@ -58,7 +58,7 @@ def scoring_comparison_figure(scores: Mapping[str, np.ndarray],
                 fig.add_trace(go.Scatter(
                     x=[key_labels[i] for i in idx], y=f32(np.zeros(len(idx))), mode="markers",
                     marker=dict(symbol="x", color=BLOCKED_COLOR, size=10),
-                    name="blocked (weight 0)", legendgroup="blocked",
+                    name=_("blocked (weight 0)"), legendgroup="blocked",
                     showlegend=r == 1 and c == 1,
                     hovertemplate="%{x}: blocked<extra></extra>"), row=r, col=c)
     axis = token_axis(key_labels, key_tokens, "key")
@@ -116,13 +116,14 @@ def logit_variance_figure(d_ks: np.ndarray, dot_var: np.ndarray, current: int | 
     fig = go.Figure()
     for name, y, theory in (("unscaled", v, d), ("scaled", v / d, np.ones_like(d))):
         label = SCALING_LABELS[name]
-        fig.add_trace(go.Scatter(x=f32(d), y=f32(y), mode="markers", name=f"{label}: measured",
+        fig.add_trace(go.Scatter(x=f32(d), y=f32(y), mode="markers", name=_("{label}: measured").format(
+                                                                              label=label),
                                  marker=dict(color=SCALING_COLORS[name], size=8),
                                  hovertemplate="d_k = %{x}: %{y:.3f}<extra>" + label
                                                + "</extra>"))
         fig.add_trace(go.Scatter(x=f32(d), y=f32(theory), mode="lines",
-                                 name="d_k (closed form)" if name == "unscaled" else
-                                 "1 (closed form)", hoverinfo="skip",
+                                 name=_("d_k (closed form)") if name == "unscaled" else
+                                 _("1 (closed form)"), hoverinfo="skip",
                                  line=dict(color=SCALING_COLORS[name], dash="dot", width=1)))
     if current is not None:
         fig.add_vline(x=int(current), line=dict(color="#555555", dash="dash", width=1))
@@ -147,5 +148,6 @@ def draw_weights_figure(weights: Mapping[str, np.ndarray], d_k: int,
                   annotation_text="uniform 1/n", annotation_position="top right")
     fig.update_xaxes(title=_("random key"), type="category")
     fig.update_yaxes(title=_("softmax weight"), range=[0, 1.02])
-    return base_layout(fig, title or f"One random query against {n} random keys, d_k = {d_k}",
+    return base_layout(fig, title or _("One random query against {n} random keys, d_k = {d_k}").format(
+                                         n=n, d_k=d_k),
                        height=300, barmode="group", legend=dict(orientation="h", y=-0.25))
