@@ -57,7 +57,8 @@ with tab_model:
         st.caption(_("{positional_kind} encoding added to the embeddings: the model's table has "
                      "{n_pos} positions × {d} dimensions; this input uses positions 0–{value} "
                      "(marked).").format(
-                       positional_kind=trace.positional_kind, n_pos=n_pos, d=d, value=n_input - 1))
+                       positional_kind=_(trace.positional_kind), n_pos=n_pos, d=d,
+                       value=n_input - 1))
         c1, c2 = st.columns(2)
         lo = url_number(_("From position"), "pe_from", 0, 0, n_pos - 1, container=c1)
         hi = url_number(_("To position"), "pe_to", min(n_pos, 512) - 1, 0, n_pos - 1,

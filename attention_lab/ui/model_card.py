@@ -18,6 +18,8 @@ CARD_FIELDS = [N_("Task"), N_("Generator version"), N_("Metrics"), N_("Train ste
                N_("Train seconds"), N_("Threads"), N_("Seed"), N_("Data sizes"), N_("Training"),
                N_("Architecture"), N_("Compared"), N_("Teacher"), N_("Recipe"), N_("Text"),
                N_("Teacher seconds"), N_("Machine")]
+# a trace's positional_kind (viz_core.model.choices.PositionalKind), as pages name it
+POSITIONAL_KINDS = [N_("sinusoidal"), N_("learned"), N_("rotary"), N_("relative"), N_("none")]
 KIND_WORDS = {"encoder-decoder": N_("encoder–decoder (translation-style)"),
               "encoder-only": N_("encoder only (BERT-style)"),
               "decoder-only": N_("decoder only (GPT-style)")}
@@ -38,6 +40,8 @@ def readable(key: str, value, nested: bool = False) -> str:
     if isinstance(value, dict):
         return ", ".join(f"{str(k).replace('_', ' ')}: {readable(str(k), v, nested=True)}"
                          for k, v in value.items()) or "—"
+    if key == "positional" and value in POSITIONAL_KINDS:
+        return _(value)
     if key in CARD_PROSE and isinstance(value, str):
         return _(value)  # a shipped card's sentence (viz_core/i18n/cards.py)
     return "—" if value is None or value == "" else str(value)

@@ -121,3 +121,16 @@ def test_the_switch_changes_the_language_and_the_address():
     at.radio(key="lang").set_value("en").run()
     assert at.query_params["lang"] in ("en", ["en"])
     assert at.text_area(key="text").label == "Input text"
+
+
+def test_the_default_is_the_browsers_language(monkeypatch):
+    """st.context.locale (the browser's Accept-Language) picks the language when the address
+    names none: zh-CN and zh-TW give 简体中文, en-US and an unknown or missing one English."""
+    from types import SimpleNamespace
+
+    from attention_lab.ui import lang
+
+    for locale, expected in (("zh-CN", "zh"), ("zh-TW", "zh"), ("en-US", "en"), ("fr-FR", "en"),
+                             (None, "en")):
+        monkeypatch.setattr(lang.st, "context", SimpleNamespace(locale=locale))
+        assert lang.browser_language() == expected, locale

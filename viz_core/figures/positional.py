@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from viz_core.i18n import _
+from viz_core.i18n import N_, _
 
 from ..lessons.positions import sin_cos_labels
 from .common import SCORE_COLORSCALE, base_layout, f32, plot_text
@@ -81,7 +81,7 @@ def positional_curves(table: np.ndarray, dims: Sequence[int], title: str | None 
     fig = go.Figure()
     shown = [] if marks is None else [p for p in range(len(marks)) if start <= p < start + len(t)]
     for d in dims:
-        name = f"dim {d}" + (f" ({labels[d]})" if labels else "")
+        name = _("dim {d}").format(d=d) + (f" ({labels[d]})" if labels else "")
         fig.add_trace(go.Scatter(
             x=pos, y=f32(t[:, d]), mode="lines", name=name, meta={"dim": int(d)},
             hovertemplate=f"dim {d}, pos %{{x}}: %{{y:.4f}}<extra></extra>"))
@@ -93,7 +93,7 @@ def positional_curves(table: np.ndarray, dims: Sequence[int], title: str | None 
                 hovertemplate=f"dim {d}, pos %{{x}} (%{{text}}): %{{y:.4f}}<extra></extra>"))
     if shown:
         fig.add_vrect(x0=shown[0] - 0.5, x1=shown[-1] + 0.5, fillcolor="#fdd835", opacity=0.2,
-                      line_width=0, annotation_text="this input", annotation_position="top left")
+                      line_width=0, annotation_text=_("this input"), annotation_position="top left")
     fig.update_xaxes(title=_("position"))
     fig.update_yaxes(title=_("PE value"))
     return base_layout(fig, title or _("Positional encoding by dimension"))
@@ -121,9 +121,9 @@ def wavelength_figure(table: np.ndarray | None = None, d_model: int | None = Non
     table: the estimated dominant period of each dimension (labelled as an estimate).
     """
     if d_model is not None:
-        wl, name = sinusoidal_wavelengths(d_model), "wavelength 2π·10000^(2i/d)"
+        wl, name = sinusoidal_wavelengths(d_model), _("wavelength 2π·10000^(2i/d)")
     elif table is not None:
-        wl, name = dominant_wavelengths(table), "estimated dominant period"
+        wl, name = dominant_wavelengths(table), _("estimated dominant period")
     else:
         raise ValueError("give a table or d_model")
     fig = go.Figure(go.Scatter(
@@ -146,6 +146,6 @@ def similarity_figure(table: np.ndarray, normalize: bool = False, title: str | N
     return matrix_heatmap(
         sim, labels, labels, title=title or (_("cos(PE(p), PE(q))") if normalize
                                              else _("PE(p) · PE(q)")),
-        value_name="similarity", colorscale=SCORE_COLORSCALE, zmin=-lim, zmax=lim,
-        x_title="position q", y_title="position p", max_cells=MAX_CELLS_SIGNED,
+        value_name=N_("similarity"), colorscale=SCORE_COLORSCALE, zmin=-lim, zmax=lim,
+        x_title=N_("position q"), y_title=N_("position p"), max_cells=MAX_CELLS_SIGNED,
         max_ticks=POSITION_TICKS)
