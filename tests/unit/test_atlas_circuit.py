@@ -102,7 +102,7 @@ def test_other_settings_refuse_to_resume_and_the_role_reader_says_what_it_is(
 def test_cli_circuit_run_and_its_errors(pairs_file, tmp_path, capsys):
     code = cli(["--task", "circuit", "--method", "eap", "--model", "lm", "--pairs",
                 str(pairs_file), "--out", str(tmp_path / "cli"), "--engine", "local",
-                "--quiet"])
+                "--device", "cpu", "--quiet"])
     said = capsys.readouterr()
     assert code == 0 and "scored (eap) 5 of 6 pairs" in said.out, said
     empty = tmp_path / "empty.csv"

@@ -37,7 +37,7 @@ def write_pairs(path, rows, header=("clean", "corrupted", "token", "against")):
 
 def pcfg(pairs, out, **kw) -> AtlasConfig:
     base = dict(model="lm", data=str(pairs), out=str(out), task="patching", engine="local",
-                shard_size=2, threads=1)
+                shard_size=2, threads=1, device="cpu")
     return AtlasConfig(**{**base, **kw})
 
 
@@ -55,7 +55,7 @@ def finished(pairs_file, tmp_path_factory):
 @pytest.fixture(scope="module")
 def reference():
     """model.patch pair by pair (the API the task calls), stacked: [pair, layer, head]."""
-    model = vc.load("lm")
+    model = vc.load("lm", "cpu")
     effects, metrics = [], []
     for clean, corrupted, token, against in PAIRS[:-1]:
         p = model.patch(clean, corrupted, token=token or None, against=against or None,
@@ -124,7 +124,7 @@ def test_patching_resume_equals_one_uninterrupted_run(pairs_file, finished, tmp_
 
 def test_cli_patching_run(pairs_file, tmp_path, capsys):
     code = cli(["--task", "patching", "--model", "lm", "--pairs", str(pairs_file), "--out",
-                str(tmp_path / "o"), "--limit", "2", "--shard-size", "2"])
+                str(tmp_path / "o"), "--limit", "2", "--shard-size", "2", "--device", "cpu"])
     said = capsys.readouterr()
     assert code == 0 and "patched 2 of 2 pairs" in said.out and "(local)" in said.out
     assert is_patching(tmp_path / "o")

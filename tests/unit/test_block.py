@@ -28,7 +28,7 @@ ATOL = 2e-5
 
 
 def _close(a, b, atol=ATOL):
-    a, b = torch.as_tensor(a).detach().float(), torch.as_tensor(b).detach().float()
+    a, b = (torch.as_tensor(x).detach().float().cpu() for x in (a, b))
     assert a.shape == b.shape
     err = float((a - b).abs().max())
     assert err <= atol * max(1.0, float(b.abs().max())), err
@@ -36,11 +36,12 @@ def _close(a, b, atol=ATOL):
 
 def _hf_run(model):
     """One recorded run with hidden states: (model output, recorder, stacks' hidden states)."""
-    ids = torch.tensor([model.tokenizer(TEXT)["input_ids"]])
+    ids = torch.tensor([model.tokenizer(TEXT)["input_ids"]], device=model.device)
     kwargs = {"input_ids": ids, "output_hidden_states": True}
     if model.kind == "encoder-decoder":
         start = int(model.hf_model.config.decoder_start_token_id)
-        kwargs["decoder_input_ids"] = torch.tensor([[start] + ids[0, :5].tolist()])
+        kwargs["decoder_input_ids"] = torch.tensor([[start] + ids[0, :5].tolist()],
+                                                   device=model.device)
     with torch.no_grad():
         out, rec = record(lambda: model.hf_model(**kwargs), capture=("z", "stream"),
                           names=model.block_names, stream_names=model.stream_names)
@@ -107,7 +108,7 @@ NATIVE = ["dates", "en-fr", "lm", "lm-rope"]
 
 @pytest.mark.parametrize("name", NATIVE)
 def test_native_stream_points_match_the_model(name):
-    model = vc.load(name)
+    model = vc.load(name, dtype="float32")  # float32 on a GPU too: the tolerance is float32's
     text = model.examples()[0]
     trace = model.trace(text, capture=("z", "stream"))
     net = model.model
@@ -129,7 +130,8 @@ def test_native_stream_points_match_the_model(name):
         tokens = trace.source_tokens if stack == "encoder" else trace.target_tokens
         assert trace.stream[layers[0]]["in"].shape[0] == len(tokens)
     if model.kind == "encoder-decoder":  # the last encoder layer's output is the memory
-        src_ids = torch.tensor([model.src_vocab.encode(text)[0] + [model.cfg.eos_id]])
+        src_ids = torch.tensor([model.src_vocab.encode(text)[0] + [model.cfg.eos_id]],
+                               device=model.device)
         with torch.no_grad():
             memory = net.encode(src_ids)[0]
         last = sorted(k for k in trace.stream if k.startswith("encoder."))[-1]
@@ -160,7 +162,7 @@ def test_head_contributions_equal_concat_then_w_o():
 
 
 def test_rows_norms_and_shapes_from_a_trace():
-    model = vc.load("en-fr")
+    model = vc.load("en-fr", dtype="float32")
     trace = model.trace("the red car", capture=("z", "stream"))
     rows = layer_rows(trace, "decoder", model.norm_placement)
     assert [r.layer for r in rows] == ["decoder.0", "decoder.1"]
@@ -172,7 +174,7 @@ def test_rows_norms_and_shapes_from_a_trace():
     norms = stream_norms(trace, "encoder")
     assert norms.shape == (3, len(trace.source_tokens))
     assert norms[-1] == pytest.approx(
-        trace.stream["encoder.1"]["out"].norm(dim=-1).numpy(), rel=1e-6)
+        trace.stream["encoder.1"]["out"].norm(dim=-1).cpu().numpy(), rel=1e-6)
     block = trace["decoder.1.cross"]
     steps = dict((s, shape) for s, _, shape in shape_steps(block, model.info(), trace))
     tq, tk, h = len(block.query_tokens), len(block.key_tokens), block.n_heads

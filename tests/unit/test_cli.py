@@ -134,7 +134,7 @@ def test_models_lists_shipped_builtin_and_families(capsys):
 
 
 def test_check_prints_the_faithfulness_figure(capsys):
-    code, out, err = run(capsys, "check", "--model", "en-fr", "--text", TEXT)
+    code, out, err = run(capsys, "check", "--model", "en-fr", "--text", TEXT, "--device", "cpu")
     assert code == 0, err
     line = next(s for s in out.splitlines() if s.startswith("faithfulness:"))
     value = float(line.split("=")[1].split()[0])

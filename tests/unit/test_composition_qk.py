@@ -76,11 +76,11 @@ def test_composition_llama_gqa_against_numpy(tiny):
         out = {}
         for i, layer in enumerate(hf.layers):
             a = layer.self_attn
-            g = layer.input_layernorm.weight.detach().double().numpy() if fold else np.ones(d)
-            wq = a.q_proj.weight.detach().double().numpy().reshape(h, dh, d) * g
-            wk = a.k_proj.weight.detach().double().numpy().reshape(hkv, dh, d) * g
-            wv = a.v_proj.weight.detach().double().numpy().reshape(hkv, dh, d) * g
-            wo = a.o_proj.weight.detach().double().numpy().reshape(d, h, dh).transpose(1, 0, 2)
+            g = layer.input_layernorm.weight.detach().double().cpu().numpy() if fold else np.ones(d)
+            wq = a.q_proj.weight.detach().double().cpu().numpy().reshape(h, dh, d) * g
+            wk = a.k_proj.weight.detach().double().cpu().numpy().reshape(hkv, dh, d) * g
+            wv = a.v_proj.weight.detach().double().cpu().numpy().reshape(hkv, dh, d) * g
+            wo = a.o_proj.weight.detach().double().cpu().numpy().reshape(d, h, dh).transpose(1, 0, 2)
             # query head q reads key/value head q // group
             out[f"decoder.{i}.self"] = (wq, np.repeat(wk, group, 0), np.repeat(wv, group, 0),
                                         wo)
@@ -101,9 +101,9 @@ def test_composition_gpt2_fused_projection_against_numpy(tiny):
     dh = d // h
     out = {}
     for i, block in enumerate(model.hf_model.transformer.h):
-        w = block.attn.c_attn.weight.detach().double().numpy().T  # Conv1D: (in, out) -> (out, in)
+        w = block.attn.c_attn.weight.detach().double().cpu().numpy().T  # Conv1D: (in, out) -> (out, in)
         wq, wk, wv = (m.reshape(h, dh, d) for m in np.split(w, 3, axis=0))
-        wo = block.attn.c_proj.weight.detach().double().numpy().T.reshape(d, h, dh)
+        wo = block.attn.c_proj.weight.detach().double().cpu().numpy().T.reshape(d, h, dh)
         out[f"decoder.{i}.self"] = (wq, wk, wv, wo.transpose(1, 0, 2))
     _check_all(model.composition(fold_norms=False), out)
 
@@ -174,7 +174,7 @@ def _check_cell(model, block, head, query, key, text=TEXT, target=None):
 
 
 def test_qk_native_rope():
-    model = vc.load("lm-rope")
+    model = vc.load("lm-rope", dtype="float32")
     text = "the small black cats do not see"
     for head, i, j in ((0, 5, 2), (3, 7, 7), (1, 4, 0)):
         q = _check_cell(model, "decoder.1.self", head, i, j, text)

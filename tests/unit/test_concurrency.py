@@ -103,7 +103,7 @@ def _raise_once(cls, name, monkeypatch):
 @pytest.mark.parametrize("method", ["trace", "beam_search"])
 def test_gpu_oom_falls_back_to_cpu_with_a_notice(monkeypatch, method):
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    model = vc.load(vc.shipped_models()[0], device)
+    model = vc.load(vc.shipped_models()[0], device, dtype="float32")  # the same precision
     reference = getattr(vc.load(vc.shipped_models()[0], "cpu"), method)("9 may 2018")
     calls = _raise_once(type(model.backend), method, monkeypatch)
     result = getattr(model, method)("9 may 2018")

@@ -43,7 +43,7 @@ def native():
     def get(name):
         if name not in cache:  # the induction model by its folder (shipped when trained)
             where = ROOT / "checkpoints" / name if name == "induction" else name
-            cache[name] = vc.load(str(where))
+            cache[name] = vc.load(str(where), dtype="float32")  # the GPU's too
         return cache[name]
     return get
 
@@ -55,21 +55,21 @@ def _target(family):
 def hf_logits(model, text, target=None) -> torch.Tensor:
     """float32 (T, V): the Hugging Face model's own logits for the input analysis runs."""
     ids = model.tokenizer(text)["input_ids"]
-    kwargs = {"input_ids": torch.tensor([ids])}
+    kwargs = {"input_ids": torch.tensor([ids], device=model.device)}
     if model.kind == "encoder-decoder":
         t = model.tokenizer(target)["input_ids"]
         if t and t[-1] == model.eos_id:
             t = t[:-1]
         start = int(model.hf_model.config.decoder_start_token_id)
-        kwargs["decoder_input_ids"] = torch.tensor([[start] + t])
+        kwargs["decoder_input_ids"] = torch.tensor([[start] + t], device=model.device)
     with torch.no_grad():
-        return model.hf_model(**kwargs).logits[0].float()
+        return model.hf_model(**kwargs).logits[0].float().cpu()
 
 
 def native_logits(model, text) -> torch.Tensor:
     ids = [model.cfg.bos_id] + model.tgt_vocab.encode(text)[0]
     with torch.no_grad():
-        return model.model(None, torch.tensor([ids])).float()[0]
+        return model.model(None, torch.tensor([ids], device=model.device)).float()[0].cpu()
 
 
 def _adds_up(a):
@@ -158,7 +158,7 @@ def _final_stream(model, ids):
         lambda m, args, out: seen.setdefault("x", args[0][0].detach()))
     try:
         with torch.no_grad():
-            model.hf_model(torch.tensor([ids]))
+            model.hf_model(torch.tensor([ids], device=model.device))
     finally:
         h.remove()
     return seen["x"]
@@ -204,7 +204,8 @@ def test_lens_native_and_earlier_layers(native):
     decoder_norm and generator applied to the hidden state after layer 0)."""
     model = native("lm")
     lens = model.logit_lens(NATIVE_TEXT, k=2)
-    ids = torch.tensor([[model.cfg.bos_id] + model.tgt_vocab.encode(NATIVE_TEXT)[0]])
+    ids = torch.tensor([[model.cfg.bos_id] + model.tgt_vocab.encode(NATIVE_TEXT)[0]],
+                       device=model.device)
     net = model.model
     with torch.no_grad():
         x = net.embed(net.tgt_embed, ids)
@@ -213,7 +214,7 @@ def test_lens_native_and_earlier_layers(native):
         ref_embed = torch.softmax(net.generator(net.decoder_norm(x)), -1)[0]
         final = torch.softmax(net(None, ids), -1)[0]
     for row, ref in ((0, ref_embed), (1, ref0), (2, final)):
-        assert lens.top_probs[row] == pytest.approx(ref.topk(2).values.numpy(), abs=1e-5)
+        assert lens.top_probs[row] == pytest.approx(ref.topk(2).values.cpu().numpy(), abs=1e-5)
     assert (lens.rank[-1] == 0).all()
     assert len(lens.frame) == 3 * len(lens.tokens)
 
@@ -326,5 +327,6 @@ def test_norm_specs_reproduce_the_models_norms(tiny, family):
         x = torch.randn(5, width) * 3 + 0.5
         with torch.no_grad():
             # our float32 NormSpec vs. the model's own module on the same input
+            x = x.to(next(module.parameters()).device)  # the model's device, as the spec's
             torch.testing.assert_close(spec(x), module(x).float(), atol=1e-5, rtol=0)
     assert len(pairs) >= 3

@@ -118,22 +118,22 @@ def reference_block(model, trace, block, prev):
     pattern = b.pattern.astype(np.float64)  # [H, T, Tk]
     v = b.v.astype(np.float64)  # [Hkv, Tk, d_v]
     hw = model.head_weights(block)
-    w_o = hw.W_O.detach().double().numpy()  # (H, d, d_v)
+    w_o = hw.W_O.detach().double().cpu().numpy()  # (H, d, d_v)
     group = w_o.shape[0] // v.shape[0]
     n_q, n_k = pattern.shape[1:]
     layer, kind = block.rsplit(".", 1)
-    pts = {k: x.double().numpy() for k, x in trace.stream[layer].items()}
+    pts = {k: x.double().cpu().numpy() for k, x in trace.stream[layer].items()}
     post = hw.post_norm if model.norm_placement in ("pre+post", "output") else None
     edges = np.zeros((n_q, n_k, w_o.shape[1]))
     for h in range(w_o.shape[0]):
         for i in range(n_q):
             for j in range(n_k):
                 edges[i, j] += pattern[h, i, j] * (w_o[h] @ v[h // group, j])
-    written = edges.sum(1) + (0 if hw.b_O is None else hw.b_O.detach().double().numpy())
+    written = edges.sum(1) + (0 if hw.b_O is None else hw.b_O.detach().double().cpu().numpy())
     if post is not None:  # Gemma 2/3, OLMo 2: each part through the norm, scale frozen
         raw = torch.from_numpy(pts[kind])
-        s = post.scale(raw).double().numpy()[:, None, :]
-        g = 1.0 if post.weight is None else post.weight.detach().double().numpy()
+        s = post.scale(raw).double().cpu().numpy()[:, None, :]
+        g = 1.0 if post.weight is None else post.weight.detach().double().cpu().numpy()
         edges = edges / s * g
         added = pts[f"{kind}.post_norm"]
     else:
@@ -161,7 +161,7 @@ def test_weights_equal_a_written_out_reference(native, tiny_models, name):
                         key=lambda k: int(k.split(".")[1]))
         if not layers:
             continue
-        prev = trace.stream[layers[0]]["in"].double().numpy()
+        prev = trace.stream[layers[0]]["in"].double().cpu().numpy()
         for layer in layers:
             for kind in ("self", "cross"):
                 block = f"{layer}.{kind}"

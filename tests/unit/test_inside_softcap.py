@@ -19,7 +19,7 @@ TEXT = "the cat sat on the mat because it was tired"
 @pytest.fixture(scope="module")
 def gemma2(tmp_path_factory):
     path = make_tiny("gemma2", tmp_path_factory.mktemp("gemma2"), seed=1)
-    return vc.load(str(path)), path
+    return vc.load(str(path), dtype="float32"), path  # float32 on a GPU too
 
 
 def test_softcap_steps_by_hand():

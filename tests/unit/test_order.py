@@ -33,7 +33,7 @@ def _max_difference(model, text, positions, order=None, **kw):
 
 @pytest.mark.parametrize("name", ["en-fr", "dates", "minilm"])
 def test_shipped_encoders_are_order_blind_without_positions(name):
-    model = vc.load(name)
+    model = vc.load(name, dtype="float32")  # float32 on a GPU too: the bound is float32's
     text = model.examples()[0] if name != "minilm" else TEXT
     off, _, _ = _max_difference(model, text, False, max_new=1)
     on, _, _ = _max_difference(model, text, True, max_new=1)
@@ -74,11 +74,12 @@ def test_special_tokens_stay_put_and_tokens_move(tiny_models):
 def test_native_positions_off_means_no_table():
     """Off = the model's embeddings without the positional table: the first layer's input
     (the stream) equals the scaled token embedding alone."""
-    model = vc.load("en-fr")
+    model = vc.load("en-fr", dtype="float32")
     t = model.trace("the red car", positions=False, capture=("stream",), max_new=1)
     ids = model.src_vocab.encode("the red car")[0] + [model.cfg.eos_id]
     import torch
-    emb = model.model.src_embed(torch.tensor(ids)) * model.cfg.d_model ** 0.5
+    emb = model.model.src_embed(torch.tensor(ids, device=model.device)) * \
+        model.cfg.d_model ** 0.5
     assert torch.allclose(t.stream["encoder.0"]["in"], emb, atol=1e-5)
     t_on = model.trace("the red car", capture=("stream",), max_new=1)
     assert not torch.allclose(t_on.stream["encoder.0"]["in"], emb, atol=1e-3)
