@@ -77,7 +77,7 @@ if "decoder.self" in trace.kinds():
                "(sliding window of N) lets a query see only itself and the N − 1 keys before "
                "it; a global layer sees every earlier key. Layers with equal masks share a "
                "panel."))
-    st.dataframe([{"layer": b.layer, "attention": span_label(b.window_size)} for b in layers],
+    st.dataframe([{_("layer"): b.layer, _("attention"): span_label(b.window_size)} for b in layers],
                  hide_index=True, height=min(400, 36 + 35 * len(layers)))
     if max(layers[0].shape[1:]) > PER_LAYER_TOKENS:
         st.info(_("Long input: the masks below show the first {PER_LAYER_TOKENS} tokens.").format(

@@ -17,10 +17,10 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from ..i18n import _
+from ..i18n import N_, _
 
 BLOCKED_COLOR = "#b8b8b8"  # plot background behind NaN (blocked) cells: neutral grey
-BLOCKED_NOTE = "grey ✕ = blocked (mask True)"
+BLOCKED_NOTE = N_("grey ✕ = blocked (mask True)")
 WEIGHT_COLORSCALE = "Blues"  # white -> dark blue; never grey, so blocked cells stand out
 SCORE_COLORSCALE = "RdBu_r"  # diverging for signed pre-softmax scores
 MAX_TICKS = 64  # beyond this many tokens, show every n-th tick label only

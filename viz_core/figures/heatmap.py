@@ -127,7 +127,7 @@ def matrix_heatmap(
         marks = blocked_marks(mask, xl, yl)
         if marks is not None:
             traces.append(marks)
-    note = f"   <sup>{BLOCKED_NOTE}</sup>" if mask is not None and mask.any() else ""
+    note = f"   <sup>{_(BLOCKED_NOTE)}</sup>" if mask is not None and mask.any() else ""
     xaxis = {**token_axis(xl, xt, x_title, max_ticks=min(max_ticks, TOP_AXIS_TICKS)),
              "side": "top"}
     yaxis = token_axis(yl, yt, y_title, reversed_=True, max_ticks=max_ticks)
@@ -279,7 +279,7 @@ def pooled_heatmap(z: np.ndarray, n_q: int, n_k: int, *, blocked: np.ndarray | N
     if zmax is None:
         finite = zz[np.isfinite(zz)]
         zmax = float(finite.max()) if finite.size and finite.max() > (zmin or 0) else 1.0
-    note = f"   <sup>{BLOCKED_NOTE}</sup>" if has_blocked else ""
+    note = f"   <sup>{_(BLOCKED_NOTE)}</sup>" if has_blocked else ""
     pool_note = f" (block means, {zz.shape[0]}×{zz.shape[1]} bins of {n_q}×{n_k})"
     hover = f"queries %{{y}} → keys %{{x}}: %{{z:.3g}}<extra>{value_name}</extra>"
     xaxis = {**token_axis(xl, [lab.split("–")[0] for lab in xl], x_title, max_ticks=16),

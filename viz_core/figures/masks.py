@@ -15,7 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from viz_core.i18n import _
+from viz_core.i18n import N_, _
 
 from ..analysis.heads import masked_softmax
 from .common import (
@@ -37,7 +37,7 @@ from .common import (
 )
 
 MASK_COLORSCALE = [[0.0, "#ffffff"], [0.5, "#ffffff"], [0.5, "#8c2d2d"], [1.0, "#8c2d2d"]]
-MASK_NOTE = "True = blocked (dark red ✕); False = allowed (white)"
+MASK_NOTE = N_("True = blocked (dark red ✕); False = allowed (white)")
 MAX_CELLS_PER_PANEL = 90_000  # three float32 panels of this size stay well under 1.5 MB
 
 
@@ -64,7 +64,7 @@ def sliding_window_mask(n_queries: int, window: int, n_keys: int | None = None) 
 
 def span_label(window: int | None) -> str:
     """How far a layer looks: "local, window 4" for a sliding-window layer, else "global"."""
-    return "global" if not window else f"local, window {int(window)}"
+    return _("global") if not window else _("local, window {window}").format(window=int(window))
 
 
 def layer_masks(blocks, max_tokens: int = 256):
@@ -96,9 +96,9 @@ def layer_masks_figure(blocks, query_tokens: Sequence[str], key_tokens: Sequence
     entries = entries[:max_panels]
     titles = [f"{_layers_text(layers)}: {span_label(w)}" for _, w, layers in entries]
     n_k = entries[0][0].shape[1] if entries else 0
-    title = "This model's mask in each layer"
+    title = _("This model's mask in each layer")
     if n < len(query_tokens) or n_k < len(key_tokens):
-        title += f" (first {n} tokens)"
+        title += _(" (first {n} tokens)").format(n=n)
     return mask_panels([m for m, _, _ in entries], titles,
                        [list(query_tokens)[:n]] * len(entries),
                        [list(key_tokens)[:n_k]] * len(entries), title=title)
@@ -107,7 +107,7 @@ def layer_masks_figure(blocks, query_tokens: Sequence[str], key_tokens: Sequence
 def _layers_text(layers: Sequence[int]) -> str:
     head = ", ".join(str(x) for x in layers[:6])
     more = f" … (+{len(layers) - 6})" if len(layers) > 6 else ""
-    return f"layer{'s' if len(layers) > 1 else ''} {head}{more}"
+    return (_("layers {list}") if len(layers) > 1 else _("layer {list}")).format(list=head + more)
 
 
 def pad_columns(mask: np.ndarray) -> np.ndarray:
@@ -131,7 +131,7 @@ def pad_batch(sentences: Sequence[Sequence[str]], pad: str = "<pad>") -> list[li
     return [list(s) + [pad] * (n - len(s)) for s in sentences]
 
 
-NOTHING_BLOCKED = "nothing is blocked:<br>every query sees every key"
+NOTHING_BLOCKED = N_("nothing is blocked:<br>every query sees every key")
 FIGURE_PX = 1100  # about the width a full-width chart gets in the app's wide layout
 
 
@@ -183,7 +183,7 @@ def mask_panels(masks: Sequence[np.ndarray], titles: Sequence[str],
             marks.textfont.color = "white"
             fig.add_trace(marks, row=1, col=i)
         elif m.size and not m.any():
-            fig.add_annotation(text=NOTHING_BLOCKED, x=0.5, y=0.5, xref=f"x{axis_id} domain",
+            fig.add_annotation(text=_(NOTHING_BLOCKED), x=0.5, y=0.5, xref=f"x{axis_id} domain",
                                yref=f"y{axis_id} domain", showarrow=False, name="nothing blocked",
                                font=dict(size=13, color="#444444"), bgcolor="white",
                                bordercolor="#8c2d2d", borderpad=4)
@@ -192,7 +192,7 @@ def mask_panels(masks: Sequence[np.ndarray], titles: Sequence[str],
         fig.update_yaxes(**token_axis(yl, qt, "query" if i == 1 else "", reversed_=True),
                          row=1, col=i)
     # grey behind the 1 px gaps: an allowed (white) cell reads as a cell of a grid
-    base_layout(fig, title_dict(f"{title or 'Masks'}   <sup>{MASK_NOTE}</sup>", above=24),
+    base_layout(fig, title_dict(f"{title or _('Masks')}   <sup>{_(MASK_NOTE)}</sup>", above=24),
                 showlegend=False, plot_bgcolor="#d9d9d9",
                 height=panels_height(max(len(q) for q in query_tokens),
                                      [plot_text(t) for k in key_tokens for t in k]))
@@ -234,18 +234,18 @@ def mask_parts_figure(mask: np.ndarray, query_tokens: Sequence[str],
     m = np.asarray(mask, dtype=bool)
     pad = np.broadcast_to(pad_columns(m)[None, :], m.shape).copy()
     if not causal:
-        return mask_panels([pad, m], ["padding (PAD keys)", "the model's mask"],
+        return mask_panels([pad, m], [_("padding (PAD keys)"), _("the model's mask")],
                            [query_tokens] * 2, [key_tokens] * 2, title=_("Padding mask"))
     c = causal_mask(m.shape[0])[:, : m.shape[1]]
     if not window:
-        return mask_panels([pad, c, m], ["padding (PAD keys)", "causal (k > q)",
-                                         "the model's mask (union)"],
+        return mask_panels([pad, c, m], [_("padding (PAD keys)"), _("causal (k > q)"),
+                                         _("the model's mask (union)")],
                            [query_tokens] * 3, [key_tokens] * 3,
                            title=_("Padding, causal and their union"))
     w = sliding_window_mask(m.shape[0], window, m.shape[1])
-    return mask_panels([pad, c, w, m], ["padding (PAD keys)", "causal (k > q)",
+    return mask_panels([pad, c, w, m], [_("padding (PAD keys)"), _("causal (k > q)"),
                                         f"outside the window (q − k ≥ {int(window)})",
-                                        "the model's mask (union)"],
+                                        _("the model's mask (union)")],
                        [query_tokens] * 4, [key_tokens] * 4,
                        title=_("Padding, causal, sliding window of {window} and their union").format(
                                  window=int(window)))
@@ -259,7 +259,7 @@ def mask_union_figure(tokens: Sequence[str], length: int | None = None) -> go.Fi
     pad = padding_mask([length], n)[0]
     causal = causal_mask(n)
     return mask_panels([pad, causal, pad | causal],
-                       ["padding (PAD keys)", "causal (k > q)", "union (decoder self)"],
+                       [_("padding (PAD keys)"), _("causal (k > q)"), _("union (decoder self)")],
                        [tokens] * 3, [tokens] * 3, title=_("Padding, causal and their union"))
 
 
@@ -288,9 +288,9 @@ def masking_steps_figure(scores: np.ndarray, mask: np.ndarray, query_tokens: Seq
     score_bar = colorbar("score", x=1.02, xanchor="left", y=1.0, yanchor="top", len=0.47)
     weight_bar = colorbar("weight", x=1.02, xanchor="left", y=0.0, yanchor="bottom", len=0.47)
     panels = [
-        (s, "1 · scores QKᵀ/√d_k", SCORE_COLORSCALE, -lim, lim, "score", score_bar),
-        (after, "2 · masked: blocked → −∞", SCORE_COLORSCALE, -lim, lim, "score", None),
-        (w_shown, "3 · softmax weights", WEIGHT_COLORSCALE, 0.0, 1.0, "weight", weight_bar),
+        (s, _("1 · scores QKᵀ/√d_k"), SCORE_COLORSCALE, -lim, lim, "score", score_bar),
+        (after, _("2 · masked: blocked → −∞"), SCORE_COLORSCALE, -lim, lim, "score", None),
+        (w_shown, _("3 · softmax weights"), WEIGHT_COLORSCALE, 0.0, 1.0, "weight", weight_bar),
     ]
     fig = make_subplots(rows=1, cols=3, subplot_titles=[p[1] for p in panels],
                         horizontal_spacing=0.04, shared_yaxes=True)
