@@ -51,6 +51,13 @@ EXAMPLES = ["动物没有过马路，因为它太累了", "动物没有过马路
 DEFAULTS = dict(d_model=128, n_heads=4, n_layers=2, n_decoder_layers=2, d_ff=256, dropout=0.1,
                 max_len=32, steps=4000, batch_size=64, lr=1.5e-3, warmup=300,
                 n_train=300_000, n_test=1000)
+# the card's word on how the source is cut, and the sentences whose outputs it records
+SEGMENTATION = ("word level: the Chinese source is cut into the lexicon's words by forward "
+                "maximum matching (tokenizer.max_match), so heatmap labels are words "
+                "(动物 · 没有 · 过 · 马路) that align 1:1 with English words; a character no "
+                "word of the lexicon starts with is <unk>")
+SEED_SENTENCES = ["动物没有过马路，因为它太累了", "动物没有过马路因为它太累了。",
+                  "动物没有过马路，因为它太宽了", "动物没有过马路因为它太宽了。"]
 BECAUSE_SHARE = 0.15  # share of sentences that are the textbook construction (both splits)
 SIMPLE_SHARE = 0.05  # ... and "N 太 ADJ 了"
 N_BECAUSE_TEST = 400  # held-out because-sentences evaluated for the card

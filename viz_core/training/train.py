@@ -206,6 +206,11 @@ def train(task: str, out: str | Path | None = None, *, steps: int | None = None,
             from .alignment_report import alignment_report
 
             metrics["alignment"] = alignment_report(model, vocabs, task, test_pairs)
+        if hasattr(mod, "SEED_SENTENCES"):  # the textbook sentence's outputs (zh-en)
+            from ..tasks.common import translate
+
+            outputs = translate(model, vocabs["source"], vocabs["target"], mod.SEED_SENTENCES)
+            metrics["seed_sentences"] = dict(zip(mod.SEED_SENTENCES, outputs))
         for other in compare or []:
             o_model, o_vocabs, o_card = load_checkpoint(other)
             if o_card.get("task", task) != task:
@@ -231,6 +236,8 @@ def train(task: str, out: str | Path | None = None, *, steps: int | None = None,
                      "label_smoothing": label_smoothing, "final_loss": round(
                          sum(losses[-100:]) / max(len(losses[-100:]), 1), 4)},
     }
+    if hasattr(mod, "SEGMENTATION"):
+        card["segmentation"] = mod.SEGMENTATION
     if cfg.positional == "rope" or cfg.kv_heads != cfg.n_heads or cfg.norm != "layernorm":
         card["architecture"] = {"positional": cfg.positional, "rope_base": cfg.rope_base,
                                 "heads": cfg.n_heads, "kv_heads": cfg.kv_heads,
