@@ -15,6 +15,9 @@ SCHEMES = [N_("BERT masked LM"), N_("RoBERTa dynamic masking"), N_("Whole-word m
            N_("ERNIE entity/phrase masking"), "GPT", "UniLM", "XLNet", "MASS",
            N_("T5 span corruption"), N_("BART noising")]
 
+COLUMNS = [N_("position"), N_("original"), N_("input"), N_("target"), N_("sequence"),
+           N_("tokens"), N_("length")]  # objective_rows' columns
+
 sel = selection()
 st.title(_("Pretraining objectives"))
 st.info(_("Each pretrained model is mostly its **attention mask** plus a way of corrupting "
@@ -96,5 +99,6 @@ state.show_notices()
 for i, obj in enumerate(objectives):
     st.subheader(_(obj.name))
     st.caption(_(obj.teaches))
-    st.dataframe(objective_rows(obj, tokens), hide_index=True, width="stretch")
+    st.dataframe(objective_rows(obj, tokens), hide_index=True, width="stretch",
+                 column_config={c: _(c) for c in COLUMNS})
     chart(objective_figure(obj), key=f"pt_fig_{i}", name=f"pretraining-{scheme}-{i}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from ..i18n import _
 from ..lessons.pretraining import Objective
 from .masks import mask_panels
 
@@ -26,10 +27,10 @@ def objective_rows(obj: Objective, original: list[str]) -> list[dict[str, str]]:
         return [{"position": str(i), "original": o, "input": x,
                  "target": "" if t is None else t}
                 for i, (o, x, t) in enumerate(zip(original, obj.inputs, obj.targets))]
-    rows = [("original", original), ("input (encoder)", obj.inputs)]
+    rows = [(_("original"), original), (_("input (encoder)"), obj.inputs)]
     dec = obj.details.get("decoder_input")
     if dec is not None:
-        rows.append(("decoder input", dec))
-    rows.append(("target (decoder)", [t for t in obj.targets if t is not None]))
+        rows.append((_("decoder input"), dec))
+    rows.append((_("target (decoder)"), [t for t in obj.targets if t is not None]))
     return [{"sequence": name, "tokens": " ".join(toks), "length": str(len(toks))}
             for name, toks in rows]
