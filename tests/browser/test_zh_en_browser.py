@@ -1,0 +1,61 @@
+"""zh-en in Chromium (issue 31 item 2): the Attention page on the seed sentence, its alignment
+against the grammar's reference opened, with Chinese glyphs drawn (not empty boxes: the
+fonts-noto-cjk of `make system-deps`), no exception, no console error and no text overlap."""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+from tests.support.browser_support import CHROMIUM, real_errors, watch_errors
+from tests.support.overlaps import VIEWPORT, page_findings, settle
+from viz_core.loading.entry import CHECKPOINTS
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed"),
+]
+SEED = "动物没有过马路，因为它太累了"
+# Each character drawn on a canvas in the page's font, compared with the drawing of a code
+# point no font has (U+10FFFD, a private-use character): equal pixels = an empty box (tofu).
+TOFU = """(chars) => {
+  const c = document.createElement('canvas'); c.width = 48; c.height = 48;
+  const g = c.getContext('2d');
+  const font = '32px ' + getComputedStyle(document.body).fontFamily;
+  const draw = (s) => { g.clearRect(0, 0, 48, 48); g.font = font; g.fillText(s, 4, 36);
+                        return Array.from(g.getImageData(0, 0, 48, 48).data).join(','); };
+  const box = draw('\\u{10FFFD}'), blank = draw(' ');
+  return chars.map(ch => { const d = draw(ch); return d === box || d === blank; });
+}"""
+
+
+def test_attention_page_draws_chinese_and_its_alignment(app_server, chromium_browser):
+    best = json.loads((CHECKPOINTS / "zh-en" / "card.json").read_text())["metrics"][
+        "alignment"]["best"]
+    query = urllib.parse.urlencode({"model": "zh-en", "text": SEED, "kind": "decoder.cross",
+                                    "layer": best["block"].split(".")[1], "head": best["head"]})
+    tab = chromium_browser.new_page(viewport=VIEWPORT)
+    errors = watch_errors(tab)
+    try:
+        tab.goto(f"{app_server}/attention?{query}")
+        settle(tab)
+        tab.get_by_text("Alignment: argmax source per target").click()
+        settle(tab)
+        assert tab.locator("[data-testid='stException']").count() == 0
+        assert not real_errors(errors), errors
+        body = tab.locator("[data-testid='stMain']").inner_text()
+        assert "the animal did not cross the street because it was too tired" in body
+        assert "word alignment" in body and "This head:" in body
+        # the heatmap's key labels are the source's words
+        labels = tab.evaluate("() => [...document.querySelectorAll('.xtick text')]"
+                              ".map(t => t.textContent)")
+        assert {"动物", "没有", "过", "马路", "因为", "它"} <= set(labels)
+        tofu = tab.evaluate(TOFU, list("动物没有过马路因为它太累了"))
+        assert not any(tofu), tofu
+        assert tab.evaluate(TOFU, ["\U000F0000"]) == [True]  # the check can fail
+        assert page_findings(tab) == []
+    finally:
+        tab.close()
