@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from viz_core.i18n import _
+from viz_core.i18n import N_, _
 
 from .charts import chart
+
+# nbest_bleu_rows' columns, as the table heads them
+COLUMNS = [N_("rank"), N_("text"), N_("score"), N_("token log-probs"), N_("len hyp/ref")]
 
 
 def show_nbest_bleu(tree, reference: str | None, key: str = "nbest_bleu",
@@ -18,9 +21,10 @@ def show_nbest_bleu(tree, reference: str | None, key: str = "nbest_bleu",
     from viz_core.lessons.bleu import DEFINITION, nbest_bleu_rows
 
     rows = nbest_bleu_rows(tree, reference)
-    st.dataframe(rows, hide_index=True, width="stretch", key=key)
+    st.dataframe(rows, hide_index=True, width="stretch", key=key,
+                 column_config={c: _(c) for c in COLUMNS})
     if reference and reference.strip():
-        st.caption(DEFINITION)
+        st.caption(_(DEFINITION))
     elif not scorable:
         st.caption(_("Sentence BLEU scores a translation against a reference: it applies to "
                    "encoder-decoder models, whose sidebar has a target box."))

@@ -46,7 +46,8 @@ def xl_terms_figure(terms: dict[str, np.ndarray], tokens: Sequence[str] | None =
                     ) -> go.Figure:
     """The four Transformer-XL terms and their sum on one colour scale."""
     names = list(terms)
-    fig = make_subplots(rows=1, cols=len(names), subplot_titles=names, horizontal_spacing=0.03)
+    fig = make_subplots(rows=1, cols=len(names), subplot_titles=[_(n) for n in names],
+                        horizontal_spacing=0.03)
     lim = max(float(np.max(np.abs(t))) for t in terms.values()) or 1.0
     n = next(iter(terms.values())).shape[0]
     ticks = [plot_text(t) for t in tokens] if tokens is not None and len(tokens) == n else \
@@ -57,6 +58,6 @@ def xl_terms_figure(terms: dict[str, np.ndarray], tokens: Sequence[str] | None =
             showscale=c == len(names), name=name,
             hovertemplate="i %{y}, j %{x}: %{z:.3f}<extra>" + name + "</extra>"), row=1, col=c)
         fig.update_yaxes(autorange="reversed", tickvals=list(range(n)), ticktext=ticks,
-                         title="query i" if c == 1 else None, row=1, col=c)
+                         title=_("query i") if c == 1 else None, row=1, col=c)
         fig.update_xaxes(tickvals=list(range(n)), ticktext=ticks, title="key j", row=1, col=c)
     return base_layout(fig, _("Transformer-XL score = a + b + c + d"), height=360)

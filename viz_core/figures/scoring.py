@@ -12,14 +12,14 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from viz_core.i18n import _
+from viz_core.i18n import N_, _
 
 from ..lessons.scoring import SCORER_LABELS, STATS
 from .common import BLOCKED_COLOR, base_layout, f32, token_axis, unique_labels
 
 SCORER_COLORS = {"dot": "#d0542c", "scaled": "#3b6fb6", "additive": "#3a9a5b"}
 SCALING_COLORS = {"unscaled": "#d0542c", "scaled": "#3b6fb6"}
-SCALING_LABELS = {"unscaled": "q·k (unscaled)", "scaled": "q·k / √d_k (scaled)"}
+SCALING_LABELS = {"unscaled": N_("q·k (unscaled)"), "scaled": N_("q·k / √d_k (scaled)")}
 
 
 def scoring_comparison_figure(scores: Mapping[str, np.ndarray],
@@ -43,7 +43,7 @@ def scoring_comparison_figure(scores: Mapping[str, np.ndarray],
     for r, name in enumerate(names, 1):
         s = f32(scores[name]).copy()
         s[blocked] = np.nan  # -inf cannot be drawn as a bar; the ✕ marks it instead
-        label = labels.get(name, name)
+        label = _(labels.get(name, name))
         fig.add_trace(go.Bar(x=key_labels, y=s, name=label, marker_color=SCORER_COLORS.get(
             name), legendgroup=name, showlegend=False,
             hovertemplate="%{x}: %{y:.4f}<extra>" + label + "</extra>"), row=r, col=1)
@@ -82,13 +82,13 @@ def saturation_figure(d_ks: np.ndarray, stats: Mapping[str, Mapping[str, np.ndar
     lines against d_k on a log axis; a dashed line at the `current` d_k."""
     names = [s for s in stat_labels if all(s in per for per in stats.values())]
     rows = (len(names) + 1) // 2
-    fig = make_subplots(rows=rows, cols=2, subplot_titles=[stat_labels[s] for s in names],
+    fig = make_subplots(rows=rows, cols=2, subplot_titles=[_(stat_labels[s]) for s in names],
                         horizontal_spacing=0.1, vertical_spacing=0.2)
     x = f32(d_ks)
     for i, stat in enumerate(names):
         r, c = i // 2 + 1, i % 2 + 1
         for scaling, per in stats.items():
-            label = SCALING_LABELS.get(scaling, scaling)
+            label = _(SCALING_LABELS.get(scaling, scaling))
             fig.add_trace(go.Scatter(
                 x=x, y=f32(per[stat]), mode="lines+markers", name=label,
                 line=dict(color=SCALING_COLORS.get(scaling)), legendgroup=scaling,
@@ -115,7 +115,7 @@ def logit_variance_figure(d_ks: np.ndarray, dot_var: np.ndarray, current: int | 
     v = np.asarray(dot_var, dtype=np.float64)
     fig = go.Figure()
     for name, y, theory in (("unscaled", v, d), ("scaled", v / d, np.ones_like(d))):
-        label = SCALING_LABELS[name]
+        label = _(SCALING_LABELS[name])
         fig.add_trace(go.Scatter(x=f32(d), y=f32(y), mode="markers", name=_("{label}: measured").format(
                                                                               label=label),
                                  marker=dict(color=SCALING_COLORS[name], size=8),
@@ -140,7 +140,7 @@ def draw_weights_figure(weights: Mapping[str, np.ndarray], d_k: int,
     for scaling, w in weights.items():
         w = f32(w)
         n = len(w)
-        label = SCALING_LABELS.get(scaling, scaling)
+        label = _(SCALING_LABELS.get(scaling, scaling))
         fig.add_trace(go.Bar(x=[f"k{j}" for j in range(n)], y=w, name=label,
                              marker_color=SCALING_COLORS.get(scaling),
                              hovertemplate="%{x}: %{y:.4f}<extra>" + label + "</extra>"))

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-DEFINITION = ("BLEU = BP · exp(¼ Σₙ log pₙ), n = 1..4; pₙ = clipped n-gram matches / "
-              "hypothesis n-grams; BP = min(1, exp(1 − r/c)), r = reference length, "
-              "c = hypothesis length. sacreBLEU sentence_bleu, 13a tokenisation, exp "
-              "smoothing of zero counts; scores 0–100.")
+from ..i18n import N_
+
+DEFINITION = N_("BLEU = BP · exp(¼ Σₙ log pₙ), n = 1..4; pₙ = clipped n-gram matches / "
+                "hypothesis n-grams; BP = min(1, exp(1 − r/c)), r = reference length, "
+                "c = hypothesis length. sacreBLEU sentence_bleu, 13a tokenisation, exp "
+                "smoothing of zero counts; scores 0–100.")
 
 
 @dataclass

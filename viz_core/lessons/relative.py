@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..i18n import N_
 from ..model.choices import Stack, choose
 
 
@@ -128,10 +129,10 @@ def xl_terms(m: ToyXL) -> dict[str, np.ndarray]:
     dist = np.arange(n)[:, None] - np.arange(n)[None, :]  # (i, j): i - j
     r = sinusoid(dist.ravel(), d).reshape(n, n, d) @ m.W_kR  # (i, j, d_k)
     terms = {
-        "a · content–content": q @ k.T,
-        "b · content–position": np.einsum("ie,ije->ij", q, r),
-        "c · global content bias": np.broadcast_to(k @ m.u, (n, n)),
-        "d · global position bias": r @ m.v,
+        N_("a · content–content"): q @ k.T,
+        N_("b · content–position"): np.einsum("ie,ije->ij", q, r),
+        N_("c · global content bias"): np.broadcast_to(k @ m.u, (n, n)),
+        N_("d · global position bias"): r @ m.v,
     }
     out = {name: np.ascontiguousarray(t, dtype=np.float32) for name, t in terms.items()}
     out["total"] = np.sum([terms[t] for t in terms], axis=0).astype(np.float32)

@@ -29,17 +29,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..i18n import N_
+
 SCORERS = ("dot", "scaled", "additive")
-SCORER_LABELS = {"dot": "dot product q·k", "scaled": "scaled dot product q·k/√d_k",
-                 "additive": "additive vᵀ tanh(W₁q + W₂k)"}
+SCORER_LABELS = {"dot": N_("dot product q·k"), "scaled": N_("scaled dot product q·k/√d_k"),
+                 "additive": N_("additive vᵀ tanh(W₁q + W₂k)")}
 DK_CHOICES = tuple(2 ** i for i in range(11))  # 1, 2, 4, ..., 1024: the d_k slider
 N_KEYS = 16  # keys per random draw in the saturation experiment
 N_DRAWS = 400  # random (q, K) draws per d_k for the curves
 SATURATED = 0.99  # a row "saturates" when its largest weight exceeds this
-STATS = {"max_weight": "mean largest weight",
-         "entropy": "mean entropy / log n (1 = uniform)",
+STATS = {"max_weight": N_("mean largest weight"),
+         "entropy": N_("mean entropy / log n (1 = uniform)"),
          "saturated": f"share of rows with largest weight > {SATURATED}",
-         "gradient": "mean largest softmax gradient max_j p_j(1−p_j)"}
+         "gradient": N_("mean largest softmax gradient max_j p_j(1−p_j)")}
 
 
 # ---- softmax under a mask ----------------------------------------------------------------
