@@ -1,7 +1,9 @@
 """Vocabularies of the native models: word-level or character-level, with special tokens.
 
 Every vocabulary starts with the same four special tokens, so their ids agree with
-TransformerConfig (pad 0, bos 1, eos 2, unk 3).
+TransformerConfig (pad 0, bos 1, eos 2, unk 3). A word-level vocabulary with ``segment`` (zh-en's
+source) cuts Chinese, which has no spaces, into its own words by forward maximum matching;
+vocab.json records it ("segment": true) only where it is set, so other files do not change.
 """
 
 from __future__ import annotations
