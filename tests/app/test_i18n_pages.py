@@ -134,3 +134,18 @@ def test_the_default_is_the_browsers_language(monkeypatch):
                              (None, "en")):
         monkeypatch.setattr(lang.st, "context", SimpleNamespace(locale=locale))
         assert lang.browser_language() == expected, locale
+
+
+@pytest.mark.parametrize("tab", ["attribution", "lens", "patching", "composition", "search",
+                                 "qk", "entropy"])
+def test_every_tab_of_which_heads_matter_speaks_chinese(tab):
+    """The tabs of Which heads matter run only when open: each one opened by its address."""
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    for key, value in {"lang": "zh", "model": "lm", "tab": tab}.items():
+        at.query_params[key] = value
+    at.switch_page("pages/heads_matter.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    words = user_words(at)
+    left = [(kind, run) for kind, text in shown_texts(at) for run in english_runs(text, words)]
+    assert left == [], left
