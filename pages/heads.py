@@ -151,7 +151,7 @@ def ablation() -> None:
         st.selectbox(_("Switch off a whole key/value group"), list(group_choices), index=None,
                      key="ablate_group", on_change=_add_group,
                      placeholder=_("pick a group: its query heads are added below"))
-    chosen = st.multiselect(_("Heads to switch off"), all_heads, key="ablate_heads")
+    chosen = st.multiselect(_("Heads to switch off"), all_heads, key="ablate_heads", placeholder=_("Choose"))
     state.to_url(ablate=",".join(chosen))
     state.show_notices()
     if chosen:

@@ -23,6 +23,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..i18n import _
 from .common import f32, label_px, layout_dict, plot_text, title_dict, unique_labels
 
 if TYPE_CHECKING:  # type hints only
@@ -192,8 +193,8 @@ def flow_graph_figure(flow: InformationFlow, *, threshold: float | None = None,
 def _title(flow: InformationFlow, t: float) -> str:
     tok = flow.tokens[flow.stack][flow.position]
     pred = f" → {plot_text(flow.prediction)}" if flow.prediction is not None else ""
-    return (f"Information flow to {flow.position}·{plot_text(tok)}{pred}: routes in orange "
-            f"(threshold {t:g})")
+    return _("Information flow to {token}{prediction}: routes in orange (threshold {t:g})").format(
+        token=f"{flow.position}·{plot_text(tok)}", prediction=pred, t=t)
 
 
 def attention_views_figure(tokens: Sequence[str], raw: np.ndarray, rollout: np.ndarray,
@@ -204,7 +205,7 @@ def attention_views_figure(tokens: Sequence[str], raw: np.ndarray, rollout: np.n
     bottom. Each input is one row of the matching [output, input] matrix."""
     labels = unique_labels(tokens)
     fig = make_subplots(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.04,
-                        subplot_titles=("raw attention", "rollout", "attention flow"))
+                        subplot_titles=(_("raw attention"), _("rollout"), _("attention flow")))
     for c, values in enumerate((raw, rollout, flow), start=1):
         row = f32(np.asarray(values)[position])
         fig.add_trace(go.Bar(x=row, y=labels, orientation="h", marker_color=ROUTE_COLOR,
@@ -215,6 +216,7 @@ def attention_views_figure(tokens: Sequence[str], raw: np.ndarray, rollout: np.n
     fig.update_yaxes(autorange="reversed", type="category", showgrid=False, automargin=True)
     out = unique_labels([tokens[position]], start=position)[0]
     fig.update_layout(**layout_dict(
-        title_dict(title if title is not None else f"Where {out} reads from", above=24),
+        title_dict(title if title is not None else _("Where {token} reads from").format(token=out),
+                   above=24),
         height=max(300, ROW_PX * len(tokens) + 110), margin=dict(l=10, r=10, t=90, b=30)))
     return fig
