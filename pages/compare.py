@@ -6,7 +6,7 @@ import streamlit as st
 
 from attention_lab.ui import state
 from attention_lab.ui.charts import chart, download
-from attention_lab.ui.controls import url_number, url_select
+from attention_lab.ui.controls import block_kind_label, url_number, url_select
 from attention_lab.ui.distillation import teacher_and_student
 from attention_lab.ui.errors import literal, reported
 from attention_lab.ui.generation import for_model
@@ -46,7 +46,7 @@ if not common:
     st.warning(_("These two models share no kind of attention block to compare."))
     st.stop()
 c1, c2, c3 = st.columns([2, 1, 1])
-block_kind = url_select(_("Block"), "cmp_kind", common, container=c1)
+block_kind = url_select(_("Block"), "cmp_kind", common, container=c1, format_func=block_kind_label)
 n_layers = min(len(t.layers(block_kind)) for t in traces)
 n_heads = min(t.layers(block_kind)[0].n_heads for t in traces)
 layer = url_number(_("Layer"), "cmp_layer", 0, 0, n_layers - 1, container=c2)
@@ -70,7 +70,7 @@ if a.pattern.shape[1:] == b.pattern.shape[1:]:
                                 zip(a.query_tokens, b.query_tokens)],
                          [f"{x}|{y}" if x != y else x for x, y in
                           zip(a.key_tokens, b.key_tokens)],
-                         title=_("Difference (right − left)"), value_name="Δ weight",
+                         title=_("Difference (right − left)"), value_name=_("Δ weight"),
                          colorscale="RdBu", zmin=-lim, zmax=lim, zmid=0.0),
           key="cmp_diff", name="compare-diff")
 else:
