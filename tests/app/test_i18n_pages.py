@@ -149,3 +149,21 @@ def test_every_tab_of_which_heads_matter_speaks_chinese(tab):
     words = user_words(at)
     left = [(kind, run) for kind, text in shown_texts(at) for run in english_runs(text, words)]
     assert left == [], left
+
+
+def test_bad_input_gets_the_same_one_line_messages_in_chinese():
+    """A token the model does not know (an InputError from viz_core, its template and values
+    translated where shown) and an out-of-range address value (a notice): one line, zh."""
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    for key, value in {"lang": "zh", "model": "lm", "tok": "zzqx"}.items():
+        at.query_params[key] = value
+    at.switch_page("pages/heads_matter.py").run()
+    assert not at.exception
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and "\n" not in errors[0], errors
+    assert "zzqx" in errors[0] and "不在这个模型的词表中" in errors[0], errors
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    for key, value in {"lang": "zh", "model": "en-fr", "beam": "99"}.items():
+        at.query_params[key] = value
+    at.switch_page("pages/beam.py").run()
+    assert any("超出范围（1–16）" in i.value for i in at.info), [i.value for i in at.info]
