@@ -167,3 +167,18 @@ def test_bad_input_gets_the_same_one_line_messages_in_chinese():
         at.query_params[key] = value
     at.switch_page("pages/beam.py").run()
     assert any("超出范围（1–16）" in i.value for i in at.info), [i.value for i in at.info]
+
+
+def test_switching_language_keeps_the_view():
+    """Labels change with the language, the user's choices do not: text, block, layer, head."""
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    for key, value in {"model": "en-fr", "text": "the red car", "layer": "1", "head": "2"}.items():
+        at.query_params[key] = value
+    at.switch_page("pages/attention.py").run()
+    assert not at.exception
+    at.radio(key="lang").set_value("zh").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.text_area(key="text").value == "the red car"
+    assert at.number_input(key="layer").value == 1 and at.number_input(key="head").value == 2
+    assert at.title[0].value == "注意力"
+    assert at.query_params["layer"] in ("1", ["1"]) and at.query_params["lang"] in ("zh", ["zh"])
