@@ -167,6 +167,11 @@ def show_patching_run(folder: Path) -> None:
                  hide_index=True, width="stretch")
 
 
+EDGE_COLUMNS = {"sender": N_("sender"), "receiver": N_("receiver"), "input": N_("input"),
+                "mean": N_("mean score"), "std": N_("std"), "sem": N_("standard error"),
+                "min": N_("min"), "max": N_("max"), "n": N_("pairs")}
+
+
 def show_circuit_run(folder: Path) -> None:
     """A `python -m viz_core.atlas --task circuit --pairs FILE` run: the circuit of the edges
     with the largest mean score over the pairs, and the table of those edges."""
@@ -189,4 +194,5 @@ def show_circuit_run(folder: Path) -> None:
     chart(circuit_figure(edges, kept, title=_("Mean circuit over {n:,} pairs: {k} edges").format(
         n=int(info.get("patched", 0)), k=len(kept))), key="atlas_circuit", name="atlas-circuit")
     table = run.summary.loc[order[:kept_n], [*EDGE, "mean", "std", "sem", "min", "max", "n"]]
-    st.dataframe(table, key="atlas_circuit_edges", hide_index=True, width="stretch")
+    st.dataframe(table.rename(columns=lambda c: _(EDGE_COLUMNS[c])), key="atlas_circuit_edges",
+                 hide_index=True, width="stretch")

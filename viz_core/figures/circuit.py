@@ -124,7 +124,8 @@ def circuit_figure(all_edges: pd.DataFrame, kept: pd.DataFrame, *, title: str = 
         mid_x.append((x0 + x1) / 2)
         mid_y.append((y0 + y1) / 2)
         mid_data.append(data)
-        mid_text.append(plot_text(f"{e['sender']} → {into}") + f"<br>score {e['score']:+.3f}")
+        mid_text.append(plot_text(f"{e['sender']} → {into}") + "<br>" + _("score {score:+.3f}").format(
+            score=float(e["score"])))
     fig.add_trace(go.Scatter(  # invisible markers at the edges' middles: hover and click
         x=mid_x, y=mid_y, mode="markers", name="edge middles", showlegend=False,
         marker=dict(size=12, color="rgba(0,0,0,0)"), customdata=mid_data, hovertext=mid_text,
@@ -139,10 +140,11 @@ def circuit_figure(all_edges: pd.DataFrame, kept: pd.DataFrame, *, title: str = 
                     symbol=shape),
         customdata=[[n] for n in names],
         hovertemplate="%{customdata[0]}<extra></extra>"))
-    for sign, color in (("carries the answer", POSITIVE), ("works against it", NEGATIVE)):
+    for sign, color in ((_("carries the answer"), POSITIVE), (_("works against it"), NEGATIVE)):
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=sign,
                                  line=dict(color=color, width=3)))
-    fig.update_layout(**layout_dict(title or f"Circuit: {len(kept)} edges", height=height,
+    fig.update_layout(**layout_dict(title or _("Circuit: {n} edges").format(n=len(kept)),
+                                    height=height,
                                     margin=dict(l=10, r=10, t=50, b=10)),
                       legend=dict(orientation="h", y=-0.02, yanchor="top"),
                       clickmode="event+select", dragmode=False, hovermode="closest")
