@@ -135,3 +135,15 @@ def test_faithfulness_says_bit_identical_for_exactly_zero():
     assert "to 3e-06" in describe(3e-6, 13)
     assert "bit-identical" in on_this_input(0.0)
     assert on_this_input(2e-6).endswith("at most 2e-06.")
+
+
+def test_wide_characters_count_a_full_em_in_label_widths():
+    """A CJK character is ~12 px at the charts' 12 px font, a Latin one ~7: a top axis of
+    Chinese words keeps room for them under the title (a zh screenshot showed the blocked-cell
+    note over the axis title when each character counted 7 px)."""
+    from viz_core.figures.common import label_px, top_axis
+
+    assert label_px(["abc"]) == 21 and label_px(["动物没有过马路"]) == 84
+    assert label_px(["它¹/₂"]) == 12 + 3 * 7  # the part mark is narrow
+    latin, cjk = top_axis(["abcdefg"] * 20), top_axis(["动物没有过马路"] * 20)
+    assert cjk[1] - latin[1] == 84 - 49

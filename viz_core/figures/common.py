@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import math
+import unicodedata
 from collections.abc import Sequence
 
 import numpy as np
@@ -139,8 +140,16 @@ def colorbar(title: str | None = None, **kw) -> dict:
 
 def label_px(labels: Sequence[str], px_per_char: float = 7.0) -> int:
     """Rough width in pixels of the longest of labels at the charts' 12 px font: the room a
-    tick label column (or a vertical x tick label) takes, for spacing and heights."""
-    return int(px_per_char * max((len(str(x)) for x in labels), default=0))
+    tick label column (or a vertical x tick label) takes, for spacing and heights. A wide
+    (CJK) character takes a full em, 12 px: "动物没有过马路" is 84 px, not 49."""
+    def width(text: str) -> float:
+        return sum(WIDE_PX if unicodedata.east_asian_width(ch) in "WF" else px_per_char
+                   for ch in text)
+
+    return int(max((width(str(x)) for x in labels), default=0))
+
+
+WIDE_PX = 12.0  # a full-width character at the charts' 12 px font
 
 
 TITLE_PX = 44  # a title's room at the top of a figure (17 px bold text and its padding)
