@@ -207,3 +207,37 @@ def test_a_cell_click_still_opens_its_attribution_from_the_fragment(server, chro
     assert _params(page)["head"] == "1"
     assert not real_errors(errors), errors
     page.close()
+
+
+def test_a_fragment_rerun_speaks_its_sessions_language(server, chromium_browser):
+    """A fragment rerun runs without the page's top code: it still sets its session's language
+    (ui.lang.fragment). Two sessions on one server, one in 简体中文 and one in English: a head
+    switch in each stays in that session's language."""
+    pages = {}
+    for lang in ("zh", "en"):
+        q = urllib.parse.urlencode({"model": "en-fr", "text": "the red car", "lang": lang})
+        page, errors, _ = open_page(chromium_browser, "about:blank")
+        pages[lang] = (page, errors, Wire(page))
+        page.goto(f"{server}/attention?{q}")
+    heads = {"zh": ("注意力头 (", "· 注意力头 {} · 权重"), "en": ("Head (", "· head {} · weights")}
+    for lang, (page, _errors, _wire) in pages.items():
+        page.bring_to_front()
+        _shows(page, heads[lang][1].format(0), timeout=240_000)
+        _idle(page)
+    for lang in ("zh", "en", "zh"):  # interleaved: one session's language never leaks
+        page, errors, wire = pages[lang]
+        page.bring_to_front()  # a background tab does not animate: clicks wait for it
+        before = int(_params(page)["head"])
+        start = wire.mark()  # typed: a narrow number input hides its +/- buttons
+        box = page.locator("[data-testid='stNumberInput']").filter(has_text=heads[lang][0])
+        box.locator("input").fill(str(before + 1))
+        box.locator("input").press("Enter")
+        _shows(page, heads[lang][1].format(before + 1))
+        _idle(page)
+        _fragment_only(wire.run_since(start))
+        assert not real_errors(errors), errors
+    page = pages["zh"][0]
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "attention-fragment-zh.png"), full_page=True)
+    for page, _errors, _wire in pages.values():
+        page.close()
