@@ -90,3 +90,20 @@ def test_the_selection_reaches_the_cache_key():
 
 
 # ---- the app ------------------------------------------------------------------------------
+
+
+def test_the_skip_note_is_shown_in_the_sessions_language():
+    """The note is built once with the trace (shared by every session) and translated where
+    it is shown (a zh screenshot showed it in English)."""
+    from attention_lab.ui.errors import translated
+    from viz_core import i18n
+    from viz_core.backends.continuation import skip_note
+
+    note = skip_note(20)
+    assert str(note).startswith("Traced on the prompt alone: generating 20 new tokens")
+    token = i18n._language.set("zh")
+    try:
+        shown = translated(note)
+    finally:
+        i18n._language.reset(token)
+    assert "20" in shown and "只追踪了提示本身" in shown

@@ -17,6 +17,8 @@ and the token counts; no clock is read, so the same model and prompt always deci
 
 from __future__ import annotations
 
+from ..i18n import N_, Message
+
 STEP_TOKENS = 8  # one decoding step ~ this many tokens of a batched forward (memory-bound)
 
 
@@ -41,10 +43,11 @@ def continue_by_default(params: int, layers: int, d_model: int, prompt: int, new
 
 
 def skip_note(new: int) -> str:
-    """The one-line note of a trace taken on the prompt alone by default."""
-    return (f"Traced on the prompt alone: generating {new} new tokens first would take longer "
-            "than the trace itself. Set New tokens (max_new) above 0 to see the model's "
-            "continuation.")
+    """The one-line note of a trace taken on the prompt alone by default (a Message: the app
+    shows it in the session's language)."""
+    return Message(N_("Traced on the prompt alone: generating {new} new tokens first would take "
+                      "longer than the trace itself. Set New tokens (max_new) above 0 to see "
+                      "the model's continuation."), new=new)
 
 
 def default_new_tokens(hf_model, prompt: int, new: int, warnings: list[str]) -> int:
