@@ -75,48 +75,27 @@ def test_auto_moves_the_rest_to_ray_when_it_pays_off(data, in_process, tmp_path)
 
 
 @pytest.mark.slow
-def test_patching_on_ray_with_a_killed_worker_equals_in_process(tmp_path, monkeypatch):
-    """Issue 23 item 8: head patching over pairs on the Ray engine, one worker killed and
-    its shard retried, gives the in-process rows and summary."""
+
+
+@pytest.mark.parametrize("task", ["patching", "circuit"])
+def test_pair_task_on_ray_with_a_killed_worker_equals_in_process(task, tmp_path, monkeypatch):
+    """Issue 23 item 8 (head patching) and issue 30 item 3 (edge attribution) over pairs on
+    the Ray engine, one worker killed and its shard retried: the in-process rows and summary."""
     import pandas as pd
 
+    from tests.unit.test_atlas_circuit import ccfg
     from tests.unit.test_atlas_patching import PAIRS, pcfg, write_pairs
 
+    make = pcfg if task == "patching" else ccfg
     pairs = write_pairs(tmp_path / "pairs.csv", PAIRS)
-    local = run_atlas(pcfg(pairs, tmp_path / "local"))
+    local = run_atlas(make(pairs, tmp_path / "local"))
     flag = tmp_path / "killed"
     monkeypatch.setenv(KILL_ENV, str(flag))
-    info = run_atlas(pcfg(pairs, tmp_path / "ray", engine="ray", workers=2))
+    info = run_atlas(make(pairs, tmp_path / "ray", engine="ray", workers=2))
     assert flag.read_text().startswith("killed during shard")
-    assert info["complete"] and info["run"]["ran_on"] == ["ray"]
+    assert info["complete"] and info["run"]["ran_on"] == ["ray"] and info["task"] == task
     assert (info["patched"], info["failed"]) == (local["patched"], local["failed"])
-    for name in ("patching.parquet", "patching_top.parquet"):
-        pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "ray" / name),
-                                      pd.read_parquet(tmp_path / "local" / name), obj=name)
-    for s in range(3):
-        for kind in ("heads", "examples"):
-            f = f"shards/{kind}-{s:05d}.parquet"
-            pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "ray" / f),
-                                          pd.read_parquet(tmp_path / "local" / f), obj=f)
-
-
-def test_circuit_on_ray_with_a_killed_worker_equals_in_process(tmp_path, monkeypatch):
-    """Issue 30 item 3: edge attribution over pairs on the Ray engine, one worker killed and
-    its shard retried, gives the in-process rows and summary."""
-    import pandas as pd
-
-    from tests.unit.test_atlas_circuit import PAIRS, ccfg, write_pairs
-
-    pairs = write_pairs(tmp_path / "pairs.csv", PAIRS)
-    local = run_atlas(ccfg(pairs, tmp_path / "local"))
-    flag = tmp_path / "killed"
-    monkeypatch.setenv(KILL_ENV, str(flag))
-    info = run_atlas(ccfg(pairs, tmp_path / "ray", engine="ray", workers=2))
-    assert flag.read_text().startswith("killed during shard")
-    assert info["complete"] and info["run"]["ran_on"] == ["ray"]
-    assert (info["patched"], info["failed"], info["method"]) == \
-        (local["patched"], local["failed"], local["method"])
-    for name in ("circuit.parquet", "circuit_top.parquet"):
+    for name in (f"{task}.parquet", f"{task}_top.parquet"):
         pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "ray" / name),
                                       pd.read_parquet(tmp_path / "local" / name), obj=name)
     for s in range(3):
