@@ -132,6 +132,14 @@ class Plan:
     sender's output (else only the embeddings, for their shape)."""
 
     senders = True
+    # True (EAP, EAP-IG): a head's q/k/v come from the block's one normed input, and the plan's
+    # ``head_zero`` is added to each head's projection; the receivers' gradients follow from it
+    # (``input_gradients``) without a normed copy of the stream per head
+    projected = False
+
+    def head_zero(self, group: Group, which: int, y: torch.Tensor, W: torch.Tensor,
+                  x: torch.Tensor, norm: Callable) -> torch.Tensor | None:
+        return None
 
     def embed(self, stack: str, x: torch.Tensor) -> torch.Tensor:
         return x
@@ -149,7 +157,7 @@ class Pass:
     def __init__(self, ctx: Context, plan: Plan):
         self.ctx, self.plan = ctx, plan
         self.senders: dict[str, list[torch.Tensor]] = {}  # stack -> (B|1, T, d) each
-        self.read_in: dict[str, tuple[torch.Tensor, Callable]] = {}  # block -> (x, norm)
+        self.read_in: dict[str, tuple] = {}  # block -> (x, norm(x), norm)
         self.encoder_out: torch.Tensor | None = None
 
     def recorder(self):
@@ -205,7 +213,7 @@ class Pass:
 
     def _keep_input(self, block: str):
         def edit(x, h, norm):
-            self.read_in[block] = (x, norm)
+            self.read_in[block] = (x, h, norm)
             return h
         return edit
 
@@ -230,10 +238,27 @@ class Pass:
         hw = self.ctx.weights[block]
         H, G = hw.n_heads, hw.W_K.shape[0]
 
+        def projected(which, x, h, norm, g, W):
+            y = torch.einsum("btd,hed->bhte", h, W.to(h.dtype))  # (B, heads, T, d_head)
+            z = self.plan.head_zero(g, which, y, W, x, norm)
+            return _finish(hw, which, y if z is None else y + z.to(y.dtype))
+
         def edit(q, k, v):
+            if self.plan.projected:
+                x, h, norm = self.read_in[block]
+                q = projected(0, x, h, norm, group, hw.W_Q).to(q.dtype)
+                if kv_group is None:
+                    k = projected(1, x, h, norm, group, hw.W_K).to(k.dtype)
+                    v = projected(2, x, h, norm, group, hw.W_V).to(v.dtype)
+                else:
+                    mem, enorm = self.encoder_out, self.ctx.encoder_norm
+                    hm = enorm(mem).to(mem.dtype)
+                    k = projected(1, mem, hm, enorm, kv_group, hw.W_K).to(k.dtype)
+                    v = projected(2, mem, hm, enorm, kv_group, hw.W_V).to(v.dtype)
+                return q, k, v
             d = self.plan.delta(group, self)
             d_kv = self.plan.delta(kv_group, self) if kv_group is not None else None
-            x, norm = self.read_in[block]
+            x, _, norm = self.read_in[block]
             if d is not None:
                 ins = norm(x[:, None] + d.to(x.dtype))  # (B, rows, T, d), each input normed
                 q = _project(hw, 0, ins[:, :H]).to(q.dtype)
@@ -255,13 +280,19 @@ class Pass:
 
 def _project(hw, which: int, ins: torch.Tensor) -> torch.Tensor:
     """q (which 0), k (1) or v (2) of each head from its own normed input (B, heads, T, d)."""
-    W, b = ((hw.W_Q, hw.b_Q), (hw.W_K, hw.b_K), (hw.W_V, hw.b_V))[which]
+    W = (hw.W_Q, hw.W_K, hw.W_V)[which]
     y = torch.einsum("bhtd,hed->bhte", ins, W.to(ins.dtype))  # (B, heads, T, d_head)
+    return _finish(hw, which, y).to(ins.dtype)
+
+
+def _finish(hw, which: int, y: torch.Tensor) -> torch.Tensor:
+    """A projection's bias, per-head q/k norm and rotation (y: (B, heads, T, d_head))."""
+    b = (hw.b_Q, hw.b_K, hw.b_V)[which]
     if b is not None:
         y = y + b.to(y.dtype)[None, :, None]
     qk_norm = (hw.q_norm, hw.k_norm, None)[which]
     if qk_norm is not None:  # Qwen 3: a norm over each head's d_head
-        y = qk_norm(y).to(ins.dtype)
+        y = qk_norm(y).to(y.dtype)
     if which < 2 and hw.rotate is not None:  # q and k turn with their position
         B, n, T, _ = y.shape
         y = torch.stack([hw.rotate(y[:, :, t].reshape(B * n, -1), t).view(B, n, -1)

@@ -55,11 +55,45 @@ from .edge_graph import CHUNK_BYTES, Context, Graph, Group, Pass, Plan, prepare
 class Gradients(Plan):
     """A zero that requires grad at every receiver; ``alphas`` move each stack's embedding
     from the corrupted (0) to the clean (1) run (EAP-IG), one copy each (None: the clean run
-    itself, one copy: EAP)."""
+    itself, one copy: EAP).
+
+    A head's receivers get their zero after their projection (``projected``): the gradient at
+    head h's input x is then norm'(x)^T W[h]^T g_h, g_h the gradient at its q (k, v) before
+    bias, q/k norm and rotation, which ``input_gradients`` computes after the backward pass
+    for all of a group's heads at once. It equals the gradient at a zero added to a normed
+    copy of the stream per head (the forward is the same function of x), without those
+    copies in the forward and backward pass."""
+
+    projected = True
 
     def __init__(self, ctx: Context, alphas: torch.Tensor | None):
         self.ctx, self.alphas, self.zeros = ctx, alphas, {}
+        self.heads: dict[int, tuple] = {}  # id(group) -> (group, x, norm, [(W, zero)])
         self.senders = ctx.clean is None  # this pass is also the clean run
+
+    def head_zero(self, group, which, y, W, x, norm):
+        z = torch.zeros(y.shape, dtype=torch.float32, device=y.device, requires_grad=True)
+        self.heads.setdefault(id(group), (group, x, norm, []))[3].append((W, z))
+        return z
+
+    def leaves(self) -> list[tuple[Group, torch.Tensor]]:
+        return [*self.zeros.values(), *((g, z) for g, _, _, parts in self.heads.values()
+                                        for _, z in parts)]
+
+    def input_gradients(self, grads: dict[int, torch.Tensor]):
+        """(group, (B, rows, T, d) gradient at each receiver's input), from the gradients at
+        the zeros (``grads``: id(zero) -> gradient)."""
+        for group, z in self.zeros.values():
+            if id(z) in grads:
+                yield group, grads[id(z)]
+        for group, x, norm, parts in self.heads.values():
+            at = [torch.einsum("bhte,hed->bhtd", grads[id(z)], W.detach().float())
+                  if id(z) in grads else None for W, z in parts]  # at each head's normed input
+            if all(a is None for a in at):
+                continue
+            at = torch.cat([torch.zeros(z.shape[:3] + (W.shape[2],), device=z.device)
+                            if a is None else a for a, (W, z) in zip(at, parts)], dim=1)
+            yield group, _norm_vjp(norm, x.detach(), at)
 
     def embed(self, stack, x):
         if self.alphas is None:
@@ -75,6 +109,20 @@ class Gradients(Plan):
                         requires_grad=True)
         self.zeros[id(group)] = (group, z)
         return z
+
+
+def _norm_vjp(norm, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """d norm(x)^T g for every receiver: x (B, T, d), g (B, rows, T, d) -> (B, rows, T, d)."""
+    with torch.enable_grad():
+        xs = x.requires_grad_()
+        out = norm(xs)
+        try:  # one vectorised backward over the rows (vmap)
+            gr = torch.autograd.grad(out, xs, g.transpose(0, 1).to(out.dtype),
+                                     is_grads_batched=True)[0].transpose(0, 1)
+        except RuntimeError:  # a norm vmap cannot batch: a copy of x per row
+            xr = x.detach()[:, None].expand(g.shape).contiguous().requires_grad_()
+            gr = torch.autograd.grad(norm(xr), xr, g.to(out.dtype))[0]
+    return gr.detach().float()
 
 
 class EdgePatches(Plan):
@@ -163,15 +211,13 @@ def gradient_scores(ctx: Context, steps: int) -> np.ndarray:
             if ctx.clean is None:
                 ctx.clean_readout(readout[:1], run.senders)
             m = ctx.metric.fn(readout).sum()
-            keys = list(plan.zeros)
-            grads = torch.autograd.grad(m, [plan.zeros[k][1] for k in keys],
-                                        allow_unused=True)
-        for k, gr in zip(keys, grads):
-            if gr is not None:
-                group = plan.zeros[k][0]
-                gr = gr.detach().sum(0)  # (rows, T, d)
-                key = g.groups.index(group)
-                total[key] = gr if key not in total else total[key] + gr
+            leaves = [z for _, z in plan.leaves()]
+            grads = torch.autograd.grad(m, leaves, allow_unused=True)
+        found = {id(z): gr.detach() for z, gr in zip(leaves, grads) if gr is not None}
+        for group, gr in plan.input_gradients(found):
+            gr = gr.sum(0)  # (rows, T, d)
+            key = g.groups.index(group)
+            total[key] = gr if key not in total else total[key] + gr
     scores = np.zeros(g.valid.shape)
     diff = {s: (ctx.clean[s] - ctx.corrupted[s]).flatten(1) for s in ctx.clean}  # (S, T d)
     for key, gr in total.items():
@@ -226,7 +272,8 @@ class EdgeAttribution:
     """Scores of every edge of the residual-stream graph (module docstring).
 
     edges: DataFrame sender, receiver, input (q | k | v for a head receiver, else ""), score
-    (the share of clean - corrupted metric the edge carries), in graph order.
+    (the share of clean - corrupted metric the edge carries), in graph order; the names are
+    categoricals (their categories in graph order).
     """
 
     edges: pd.DataFrame
@@ -292,11 +339,19 @@ class EdgeAttribution:
 
 
 def _frame(graph: Graph, scores: np.ndarray) -> pd.DataFrame:
+    """The edges in graph order; names as categoricals built from codes (a big model has
+    tens of thousands of edges and a few hundred names: a string per row cost ~10x more)."""
     s, r = np.nonzero(graph.valid)
-    return pd.DataFrame({"sender": [graph.senders[i] for i in s],
-                         "receiver": [graph.receivers[j][0] for j in r],
-                         "input": [graph.receivers[j][1] for j in r],
-                         "score": scores[s, r].astype(float)})
+    names = list(dict.fromkeys(n for n, _ in graph.receivers))  # graph order
+    at = {n: i for i, n in enumerate(names)}
+    inputs = ["q", "k", "v", ""]
+    r_name = np.array([at[n] for n, _ in graph.receivers])
+    r_input = np.array([inputs.index(w) for _, w in graph.receivers])
+    return pd.DataFrame({
+        "sender": pd.Categorical.from_codes(s, categories=graph.senders),
+        "receiver": pd.Categorical.from_codes(r_name[r], categories=names),
+        "input": pd.Categorical.from_codes(r_input[r], categories=inputs),
+        "score": scores[s, r].astype(float)})
 
 
 def edge_attribution(model, clean: str, corrupted: str, *, target: str | None = None,
