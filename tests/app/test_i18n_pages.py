@@ -73,23 +73,28 @@ def user_words(at: AppTest) -> set[str]:
 # branches; MiniLM (encoder-only) for the pages that need one
 MODELS = {"en-fr": [s.path for s in PAGES], "lm": [s.path for s in PAGES],
           "minilm": ["pages/pairs.py", "pages/heads_matter.py", "pages/masks.py"]}
-_SESSIONS: dict[str, AppTest] = {}
 
 
-def session(model: str) -> AppTest:
+@pytest.fixture(scope="module")
+def sessions():
     """One AppTest session per model, shared by its pages (models and traces load once)."""
-    if model not in _SESSIONS:
-        at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-        at.query_params["lang"] = "zh"
-        at.query_params["model"] = model
-        _SESSIONS[model] = at.run()
-    return _SESSIONS[model]
+    opened: dict[str, AppTest] = {}
+
+    def session(model: str) -> AppTest:
+        if model not in opened:
+            at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+            at.query_params["lang"] = "zh"
+            at.query_params["model"] = model
+            opened[model] = at.run()
+        return opened[model]
+
+    return session
 
 
 @pytest.mark.parametrize("model,page", [(m, p) for m, pages in MODELS.items() for p in pages],
                          ids=lambda v: v.removeprefix("pages/").removesuffix(".py"))
-def test_every_page_speaks_chinese(model, page):
-    at = session(model)
+def test_every_page_speaks_chinese(sessions, model, page):
+    at = sessions(model)
     at.switch_page(page).run()
     assert not at.exception, [e.message for e in at.exception]
     assert not at.error, [e.value for e in at.error]
