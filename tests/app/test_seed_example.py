@@ -49,8 +49,10 @@ def test_box_shows_the_flip_with_the_cards_head(model):
     for got, want in zip(bars, expected_rows(model, kind, layer, head)):
         np.testing.assert_allclose(got, want, atol=1e-6)  # the figure vs the model's trace
     # the default is the card's head that moves il/elle most when patched (a cross head)
-    assert (kind, layer, head) == ("decoder.cross", 1, 1)
-    assert "decoder layer 1 · head 1" in spec["layout"]["title"]["text"]
+    top = model.card["metrics"]["because"]["patching"]["top"][0]
+    assert top["block"].startswith("decoder.") and top["block"].endswith(".cross")
+    assert (kind, layer, head) == ("decoder.cross", int(top["block"].split(".")[1]), top["head"])
+    assert f"decoder layer {layer} · head {head}" in spec["layout"]["title"]["text"]
     animal, street = 1, 6
     caption = next(c.value for c in at.caption if c.value.startswith("Blue: the noun"))
     assert f"puts {bars[0][animal]:.2f} on animal and {bars[0][street]:.2f} on street" in caption

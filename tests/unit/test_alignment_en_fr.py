@@ -67,7 +67,7 @@ def test_generated_pairs_every_french_word_linked():
 
 
 # the everyday generator's and translate()'s output, pinned before the alignment was added:
-# the shipped checkpoint was trained on this data, plus the because-sentences (en-fr-2), and
+# the shipped checkpoint was trained on this data, plus the because-sentences (en-fr-3), and
 # lm / induction read it (hashes over the same sentences as _pinned below)
 PINNED = {"dataset": "006cb984ebe37fd9cae1a609e5517af3877b9fff30d3f85d8aa3c26ba4be46eb",
           "translate": "9bd8901194c1d8cf26ddb78485174ba15664427869fc90cc77ff3e07aed4cc7b"}

@@ -77,7 +77,34 @@ def test_generated_agreement_by_construction():
         assert fr[fr.index("qu'") + 1] == {"m": "il", "f": "elle"}[noun.gender], p
         assert fr[-1] == parts.adj.forms[noun.gender == "f"], p
         assert noun.fr in fr
-    assert n_because > 2000
+    # the rest are "the N was too ADJ" and "the X saw the Y and it was too ADJ"
+    assert n_because > 0.9 * 3000 * (1 - en_fr.SIMPLE_SHARE - en_fr.BRIDGE_SHARE)
+
+
+def test_bridge_sentences_show_every_adjectives_class():
+    """'the X saw the Y and it was too ADJ' (en-fr-3): il/elle is the gender of the
+    adjective's noun class as in the because-construction, the held-out adjectives are among
+    them (their only sentences where the class decides something) and the held-out noun
+    pairs never are."""
+    pairs = [p for p in en_fr.because_dataset("train", 3000, seed=5) if " saw " in p.source]
+    assert len(pairs) > 0.9 * 3000 * en_fr.BRIDGE_SHARE
+    adjectives = set()
+    for p in pairs:
+        assert en_fr.translate(p.source) == p.target
+        w, fr = p.source.split(), en_fr.split_words(p.target)
+        x, y = en_fr._B_NOUN[w[1]], en_fr._B_NOUN[w[4]]
+        adj = en_fr._B_ADJ[w[-1]]
+        adjectives.add(adj.en)
+        assert x.animate and not y.animate and x.gender != y.gender
+        assert not en_fr.held_out_pair(x.en, y.en)
+        noun = x if adj in en_fr.ANIMATE_ADJ else y
+        assert fr[fr.index("et") + 1] == {"m": "il", "f": "elle"}[noun.gender], p
+        assert fr[-1] == adj.forms[noun.gender == "f"] and noun.fr in fr
+    assert set(en_fr.HELD_OUT_ADJ) <= adjectives
+    assert en_fr.translate("the cat saw the street and it was too narrow") == (
+        "le chat a vu la rue et elle était trop étroite")
+    with pytest.raises(ValueError):  # X must be animate
+        en_fr.translate("the street saw the cat and it was too narrow")
 
 
 def test_both_classes_and_every_verb_are_generated():

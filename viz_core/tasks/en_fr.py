@@ -27,7 +27,10 @@ weak, ... -> X; wide, heavy, hot, ... -> Y. So the French pronoun (il/elle) and 
 adjective's ending (fatigué/fatiguée) show which noun the model read "it" as. Here French
 elides (l'animal, n'a, qu'il): the tokenizer makes "l'" and "n'" tokens of their own, and
 "didn't" is the tokens "didn'" and "t". Noun pairs and a few adjectives are held out of
-this construction's training data (because_dataset). The everyday grammar above is unchanged
+this construction's training data (because_dataset). Every adjective, held-out ones included,
+also comes in "the N was too ADJ" and in "the X saw the Y and it was too ADJ" -> "le/la X a vu
+le/la Y et il/elle était trop ADJ", where its class shows: the held-out adjectives' class is
+learnt there and applied in the because-construction. The everyday grammar above is unchanged
 (EVERYDAY_VERSION): lm and induction, which read it, keep their data.
 """
 
@@ -43,7 +46,8 @@ from .common import Pair, make_split, normalise
 NAME = "en-fr"
 KIND = "encoder-decoder"
 EVERYDAY_VERSION = "en-fr-1"  # the everyday grammar (dataset(), sample()): lm and induction
-GENERATOR_VERSION = "en-fr-2"  # en-fr-1 + the "because it was too ADJ" construction
+GENERATOR_VERSION = "en-fr-3"  # en-fr-1 + the "because it was too ADJ" construction
+# (en-fr-3: + "the X saw the Y and it was too ADJ", where the held-out adjectives show their class)
 DESCRIPTION = ("Toy English -> French translation (agreement, adjective order, pronouns, "
                "ne...pas; 'it' follows the adjective: il/elle)")
 EXAMPLES = ["the red car", "I see it", "I do not see the cat", "the small black cats eat the cake",
@@ -417,6 +421,9 @@ _B_ADJ = {a.en: a for a in ANIMATE_ADJ + THING_ADJ}
 HELD_OUT_ADJ = ("shy", "narrow")
 HELD_OUT_PAIR_PERCENT = 20
 SIMPLE_SHARE = 0.25  # share of the construction's training pairs that are "the N was too ADJ"
+# ... and that are "the X saw the Y and it was too ADJ" (every adjective, the held-out ones too:
+# where they show their class, outside the because-construction)
+BRIDGE_SHARE = 0.25
 
 
 def held_out_pair(x: str, y: str) -> bool:
@@ -441,6 +448,22 @@ def because_sentence(rng: random.Random) -> Pair:
     adj = rng.choice(ANIMATE_ADJ if rng.random() < 0.5 else thing_adj)
     neg = rng.choice(["did not", "didn't"])
     english = f"the {x.en} {neg} {verb} the {y.en} because it was too {adj.en}"
+    return Pair(english, translate(english))
+
+
+def bridge_sentence(rng: random.Random) -> Pair:
+    """'the X saw the Y and it was too ADJ' -> "l'X a vu la Y et il/elle était trop ADJ": the
+    adjective (any of both classes, the held-out ones included) decides "it" as in the
+    because-construction; noun pairs held out of that construction are never drawn."""
+    while True:
+        verb = rng.choice(list(BECAUSE_VERBS))
+        _, things, thing_adj = _VERB_PARTS[verb]
+        y = rng.choice(things)
+        x = rng.choice([n for n in BECAUSE_ANIMATE if n.gender != y.gender])
+        adj = rng.choice(ANIMATE_ADJ if rng.random() < 0.5 else thing_adj)
+        if not held_out_pair(x.en, y.en):
+            break
+    english = f"the {x.en} saw the {y.en} and it was too {adj.en}"
     return Pair(english, translate(english))
 
 
@@ -493,8 +516,12 @@ def because_dataset(split: Split, n: int, seed: int = 0) -> list[Pair]:
     out: list[Pair] = []
     seen: set[str] = set()
     while len(out) < n:
-        if split == "train" and rng.random() < SIMPLE_SHARE:
+        r = rng.random() if split == "train" else 1.0
+        if r < SIMPLE_SHARE:
             out.append(simple_sentence(rng))
+            continue
+        if r < SIMPLE_SHARE + BRIDGE_SHARE:
+            out.append(bridge_sentence(rng))
             continue
         p = because_sentence(rng)
         if bool(because_parts(p.source).held_out) != (split == "test") or p.source in seen:
@@ -511,8 +538,8 @@ def train_dataset(n: int, seed: int = 0) -> list[Pair]:
 
 
 def because_lexicon_texts() -> tuple[list[str], list[str]]:
-    en = ["the did not didn't because it was too", " ".join(BECAUSE_VERBS)]
-    fr = ["l' le la n' a pas parce qu' il elle était trop",
+    en = ["the did not didn't because it was too saw and", " ".join(BECAUSE_VERBS)]
+    fr = ["l' le la n' a pas parce qu' il elle était trop vu et",
           " ".join(fr for fr, _, _ in _VERB_PARTS.values())]
     for n in BECAUSE_ANIMATE + BECAUSE_THINGS:
         en.append(n.en)
@@ -660,6 +687,15 @@ def _because_aligned(words: list[str]) -> tuple[list[str], Links]:
     if len(words) == 5 and words[2:4] == ["was", "too"] and words[4] in _B_ADJ:
         noun, built = np_at(0)
         built += [("était", 2), ("trop", 3), (_B_ADJ[words[4]].agree(noun.gender, False), 4)]
+    elif len(words) == 10 and words[2] == "saw" and words[5:9] == ["and", "it", "was", "too"]:
+        (x, x_np), (y, y_np) = np_at(0), np_at(3)
+        adj = _B_ADJ.get(words[9])
+        if not x.animate or y.animate or x.gender == y.gender or adj is None:
+            raise ValueError(f"not a sentence of the grammar: {' '.join(words)!r}")
+        referent = x if adj in ANIMATE_ADJ else y
+        built = [*x_np, ("a", 2), ("vu", 2), *y_np, ("et", 5),
+                 ("il" if referent.gender == "m" else "elle", 6), ("était", 7), ("trop", 8),
+                 (adj.agree(referent.gender, False), 9)]
     else:
         parts = because_parts(" ".join(words))
         referent = parts.x if parts.referent == "animate" else parts.y
