@@ -24,6 +24,7 @@ from torch import nn
 import viz_core as vc
 from bench.bench_edges import tl_edge_logits
 from tests.support.hf_tiny import make_patching_gpt2
+from viz_core.analysis import edges as E
 from viz_core.backends.native import NativeModel
 from viz_core.errors import InputError
 from viz_core.model.config import TransformerConfig
@@ -166,6 +167,35 @@ def test_eap_ig_with_one_step_is_eap(gpt2):
     # the same gradient; EAP-IG's input is corrupted + 1 * (clean - corrupted), equal to the
     # clean embedding up to float32 rounding
     np.testing.assert_allclose(ig1.edges["score"], eap.edges["score"], atol=1e-5)
+
+
+class _PerHeadCopies(E.Gradients):
+    """The reference: a zero added to a normed copy of the stream per head (each head's q, k,
+    v recomputed from its own copy), the gradient read at that zero."""
+
+    projected = False
+
+
+@pytest.mark.parametrize("family", ["gpt2", "qwen3", "t5"])
+def test_gradients_at_projections_equal_per_head_copies(tmp_path, gpt2, family, monkeypatch):
+    """EAP and EAP-IG read each head's gradient at its projection and map it through the
+    block's norm (one batched vjp): the same scores as a zero on a normed copy of the stream
+    per head (GPT-2; Qwen 3: grouped keys/values, rotary, per-head q/k norms; T5: RMS norms,
+    cross-attention keys and values from the encoder's final norm), float32 both sides."""
+    from tests.support.hf_tiny import make_tiny_t5
+    from tests.support.hf_tiny_modern import make_tiny
+
+    model = gpt2 if family == "gpt2" else vc.load(
+        str(make_tiny_t5(tmp_path) if family == "t5" else make_tiny(family, tmp_path)),
+        device="cpu", dtype="float32")
+    ours = {m: model.edge_attribution(GPT2_CLEAN, GPT2_CORRUPTED, method=m, steps=3)
+            for m in ("eap", "eap-ig")}
+    monkeypatch.setattr(E, "Gradients", _PerHeadCopies)
+    for m, a in ours.items():
+        ref = model.edge_attribution(GPT2_CLEAN, GPT2_CORRUPTED, method=m, steps=3)
+        scale = np.abs(ref.edges["score"]).max()
+        np.testing.assert_allclose(a.edges["score"], ref.edges["score"], atol=1e-5 * scale,
+                                   err_msg=m)
 
 
 @pytest.mark.parametrize("family", ["llama", "qwen3"])
