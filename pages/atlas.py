@@ -19,7 +19,7 @@ from attention_lab.ui.atlas import (
     show_circuit_run,
     show_patching_run,
 )
-from attention_lab.ui.charts import chart
+from attention_lab.ui.charts import chart, table
 from attention_lab.ui.controls import url_select
 from attention_lab.ui.errors import reported
 from attention_lab.ui.page import selection
@@ -126,6 +126,6 @@ chart(head_distribution(atlas.hist, kind, int(layer), int(head)), key="atlas_hea
 st.caption(_("Top examples for {value} · peak: the query position (and token) where the head "
              "scores highest · open: this example and head on the Attention page").format(
                value=LABELS[role]))
-st.dataframe(top_table(atlas, kind, int(layer), int(head), role), key="atlas_top",
+table(top_table(atlas, kind, int(layer), int(head), role), key="atlas_top",
              hide_index=True, width="stretch",
              column_config={"open": st.column_config.LinkColumn("open", display_text="open ↗")})

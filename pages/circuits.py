@@ -6,7 +6,7 @@ circ_method, circ_top)."""
 import streamlit as st
 
 from attention_lab.ui import state
-from attention_lab.ui.charts import chart, download_csv
+from attention_lab.ui.charts import chart, download_csv, table
 from attention_lab.ui.circuits import (
     METHOD_LABELS,
     METHODS,
@@ -100,6 +100,6 @@ with attempt(_("finding the circuit")):
                          "value): faithfulness {here:.3f}.").format(top=top, here=here))
         heads = [n for n in dict.fromkeys([*kept["sender"], *kept["receiver"]]) if head_of(n)]
         head_picker(heads)
-        st.dataframe(kept.round(4), hide_index=True, height=280, width="stretch",
+        table(kept.round(4), hide_index=True, height=280, width="stretch",
                      key="circuit_edges")
         download_csv(_("Edges (CSV)"), edges, f"edges_{method}.csv", "dl_circuit_edges")

@@ -5,7 +5,7 @@ the same output token beside it. Every setting is in the address (flow_pos, flow
 import streamlit as st
 
 from attention_lab.ui import state
-from attention_lab.ui.charts import chart, download_csv
+from attention_lab.ui.charts import chart, download_csv, table
 from attention_lab.ui.contributions import attempt
 from attention_lab.ui.controls import url_select
 from attention_lab.ui.errors import translated
@@ -63,7 +63,7 @@ with graph, attempt(_("following the information flow")):
                "middle of an orange attention edge to see why its head attends there (Which "
                "heads matter)."))
     route = flow.routes(threshold)
-    st.dataframe(route[ROUTE_COLUMNS].round(4), hide_index=True, height=280, width="stretch",
+    table(route[ROUTE_COLUMNS].round(4), hide_index=True, height=280, width="stretch",
                  key="flow_routes")
     st.caption(_("The routes, one row per head for attention edges (weight: that head's part "
                "of the edge; edge_weight: the whole edge's)."))

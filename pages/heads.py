@@ -7,7 +7,7 @@ import numpy as np
 import streamlit as st
 
 from attention_lab.ui import state
-from attention_lab.ui.charts import chart, download
+from attention_lab.ui.charts import chart, download, table
 from attention_lab.ui.controls import block_kind_label, open_head
 from attention_lab.ui.errors import reported
 from attention_lab.ui.lang import fragment
@@ -58,7 +58,7 @@ def _row_clicked() -> None:
         st.session_state["_goto_attention"] = True
 
 
-st.dataframe(stats.round(4), key="stats_table", on_select=_row_clicked,
+table(stats.round(4), key="stats_table", on_select=_row_clicked,
              selection_mode="single-row", hide_index=True, width="stretch", height=320)
 if st.session_state.pop("_goto_attention", False):
     st.switch_page("pages/attention.py")
@@ -106,7 +106,7 @@ def similarity() -> None:
                      ).format(n_heads=first.n_heads, kv_heads=first.kv_heads, groups="; ".join(
                          _("kv {g}: heads {span}").format(g=g, span=_span(hs))
                          for g, hs in groups.items())))
-        st.dataframe(kv_group_table(trace, kind).round(4), hide_index=True,
+        table(kv_group_table(trace, kind).round(4), hide_index=True,
                      key="kv_group_table")
 
 
@@ -176,10 +176,10 @@ def ablated_views(chosen: list[str]) -> None:
         with st.spinner(_("Beam search with and without those heads…")), reported(_("beam search")):
             base_tree = get_beam(BeamRequest.of(sel, beam_size=4))
             abl_tree = get_beam(BeamRequest.of(sel, beam_size=4, ablate=ablate))
-        c1.dataframe([{"text": h.text, "score": round(h.score, 4)}
-                      for h in base_tree.hypotheses], hide_index=True)
-        c2.dataframe([{"text": h.text, "score": round(h.score, 4)}
-                      for h in abl_tree.hypotheses], hide_index=True)
+        table([{"text": h.text, "score": round(h.score, 4)}
+               for h in base_tree.hypotheses], container=c1, hide_index=True)
+        table([{"text": h.text, "score": round(h.score, 4)}
+               for h in abl_tree.hypotheses], container=c2, hide_index=True)
     names = [n for n in trace.blocks if n in ablated.blocks]
     name = st.selectbox(_("Attention change in block"), names, key="ablate_block")
     a, b = trace[name], ablated[name]

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from attention_lab.ui import state
-from attention_lab.ui.charts import chart
+from attention_lab.ui.charts import chart, table
 from attention_lab.ui.controls import url_number, url_select
 from attention_lab.ui.page import selection, show_trace_messages
 from attention_lab.ui.pairs import embedding_parts, pair_trace
@@ -54,7 +54,7 @@ st.subheader(_("The input embedding, split"))
 if not parts.has_segments:
     st.caption(_("This model has no segment table (DistilBERT, RoBERTa with one type): the "
                "segment part is zero."))
-st.dataframe(parts_rows(parts), hide_index=True, width="stretch")
+table(parts_rows(parts), hide_index=True, width="stretch")
 chart(embedding_norms_figure(parts), key="pair_norms", name="embedding-norms")
 labels = choice_labels(parts.tokens)
 i = url_select(_("Token"), "pair_token", range(len(labels)), format_func=lambda j: labels[j])

@@ -16,7 +16,7 @@ from viz_core.atlas.launch import launch, new_run_dir
 from viz_core.figures.circuit import circuit_figure
 from viz_core.i18n import N_, _, bound, ngettext
 
-from .charts import chart
+from .charts import chart, table
 from .circuits import kept_slider
 from .controls import BLOCK_KIND_LABELS, block_kind_label, url_number, url_select
 from .errors import reported
@@ -163,7 +163,7 @@ def show_patching_run(folder: Path) -> None:
                      value=r['mean'], value2=r['std'], value3=r['sem'], value4=r['min'],
                      value5=r['max'], int=int(r['n'])))
     st.caption(_("The pairs where patching this head restores the most"))
-    st.dataframe(patching_pairs_table(patched, kind, layer, head), key="patch_top",
+    table(patching_pairs_table(patched, kind, layer, head), key="patch_top",
                  hide_index=True, width="stretch")
 
 
@@ -193,6 +193,6 @@ def show_circuit_run(folder: Path) -> None:
     kept = edges.loc[order[:kept_n]]
     chart(circuit_figure(edges, kept, title=_("Mean circuit over {n:,} pairs: {k} edges").format(
         n=int(info.get("patched", 0)), k=len(kept))), key="atlas_circuit", name="atlas-circuit")
-    table = run.summary.loc[order[:kept_n], [*EDGE, "mean", "std", "sem", "min", "max", "n"]]
-    st.dataframe(table.rename(columns=lambda c: _(EDGE_COLUMNS[c])), key="atlas_circuit_edges",
-                 hide_index=True, width="stretch")
+    rows = run.summary.loc[order[:kept_n], [*EDGE, "mean", "std", "sem", "min", "max", "n"]]
+    table(rows, key="atlas_circuit_edges", hide_index=True, width="stretch",
+          column_config={c: _(EDGE_COLUMNS[c]) for c in ("mean", "sem", "n")})

@@ -6,6 +6,8 @@ import re
 
 import streamlit as st
 
+from viz_core.i18n import N_, _
+
 IMAGE_FORMATS = ["png", "svg"]  # what the camera button of every chart saves; first: default
 
 
@@ -31,3 +33,40 @@ def download(label: str, data, file_name: str, mime: str, key: str) -> None:
 def download_csv(label: str, frame, file_name: str, key: str) -> None:
     """A DataFrame as a CSV download (built on click)."""
     download(label, lambda: frame.to_csv(index=False), file_name, "text/csv", key)
+
+
+# A table's column names are data (code reads them back: row clicks, tests, CSV downloads);
+# their headers on the page are shown through the catalogue (column_config labels).
+COLUMN_LABELS = {
+    "block": N_("block"), "layer": N_("layer"), "head": N_("head"), "kind": N_("kind"),
+    "score": N_("score"), "query": N_("query"), "key": N_("key"), "entropy": N_("entropy"),
+    "diagonal": N_("diagonal"), "distance": N_("distance"), "previous": N_("previous"),
+    "sink": N_("sink"), "special": N_("special"), "groups": N_("groups"),
+    "within": N_("within"), "across": N_("across"), "weight": N_("weight"),
+    "edge_weight": N_("edge weight"), "source_layer": N_("source layer"),
+    "source_point": N_("source point"), "source_position": N_("source position"),
+    "target_layer": N_("target layer"), "target_point": N_("target point"),
+    "target_position": N_("target position"), "sender": N_("sender"),
+    "receiver": N_("receiver"), "input": N_("input"), "rank": N_("rank"), "text": N_("text"),
+    "effect": N_("effect"), "clean": N_("clean"), "corrupted": N_("corrupted"),
+    "metric": N_("metric"), "peak": N_("peak"), "token": N_("token"),
+    "position": N_("position"), "segment": N_("segment"), "position row": N_("position row"),
+    "‖token‖": N_("‖token‖"), "‖segment‖": N_("‖segment‖"), "‖position‖": N_("‖position‖"),
+    "‖sum‖": N_("‖sum‖"), "token log-probs": N_("token log-probs"),
+    "student_layer": N_("student layer"), "teacher_layer": N_("teacher layer"),
+    "attention_kl": N_("attention KL (head mean)"), "score_mse": N_("score MSE"),
+    "value_relation_kl": N_("value-relation KL"), "hidden_mse": N_("hidden-state MSE"),
+    "attention_kl_heads": N_("attention KL (per head)"),
+}
+
+
+def table(data, container=None, **kwargs):
+    """st.dataframe (or ``container.dataframe``) with its known column headers in the
+    session's language; a caller's own column_config wins."""
+    columns = getattr(data, "columns", None)
+    if columns is None and isinstance(data, list) and data and isinstance(data[0], dict):
+        columns = list(data[0])
+    config = {c: _(COLUMN_LABELS[c]) for c in (columns if columns is not None else [])
+              if c in COLUMN_LABELS}
+    config.update(kwargs.pop("column_config", None) or {})
+    return (container or st).dataframe(data, column_config=config, **kwargs)

@@ -19,7 +19,7 @@ from viz_core.figures.distillation import layer_map_figure, pair_maps_figure
 from viz_core.i18n import N_, _
 
 from . import state
-from .charts import chart, download, download_csv
+from .charts import chart, download, download_csv, table
 from .controls import url_select, url_text_box
 from .errors import literal, reported, translated
 from .runs import get_model
@@ -156,7 +156,7 @@ def teacher_and_student(sel) -> None:
         key="dist_map_chart", name="teacher-student-layers")
     st.markdown(_("**Losses of the mapped pairs** (lower is closer)"))
     shown = result.mapped.drop(columns="mapped")
-    st.dataframe(shown, hide_index=True, width="stretch")
+    table(shown, hide_index=True, width="stretch")
     d1, d2 = st.columns(2)
     with d1:
         download_csv(_("Every pair (CSV)"), result.pairs, "teacher-student-pairs.csv",

@@ -187,7 +187,7 @@ def test_page_opens_a_circuit_run(circuit_dir, monkeypatch, tmp_path):
     table = at.dataframe[0].value
     want = summary.reindex(summary["mean"].abs().sort_values(ascending=False,
                                                              kind="stable").index).head(4)
-    assert table["mean score"].tolist() == want["mean"].tolist()
+    assert table["mean"].tolist() == want["mean"].tolist()  # (headed "mean score")
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     drawn = [t for t in spec["data"] if t.get("name") == "edge"]
     assert len(drawn) == 4

@@ -187,3 +187,29 @@ def test_no_function_shadows_the_translate_function():
     assert found == []
     bad = ast.parse("def f(shape):\n    _, n = shape\n    return _('x')\n")
     assert _binds_and_calls_underscore(bad) == [1]  # the check can fail
+
+
+def test_table_headers_are_shown_in_the_sessions_language():
+    """ui.charts.table: a known column's header goes through the catalogue as a column_config
+    label (the data keep their names: row clicks and downloads read them); a caller's own
+    label wins; unknown columns are left alone."""
+    import pandas as pd
+
+    from attention_lab.ui.charts import COLUMN_LABELS, table
+
+    seen = {}
+
+    class Container:
+        def dataframe(self, data, **kwargs):
+            seen.update(kwargs, data=data)
+
+    frame = pd.DataFrame({"layer": [0], "entropy": [1.0], "mystery": [2]})
+    token = i18n._language.set("zh")
+    try:
+        table(frame, container=Container(), column_config={"layer": "L"}, hide_index=True)
+        entropy = i18n._(COLUMN_LABELS["entropy"])
+    finally:
+        i18n._language.reset(token)
+    assert seen["column_config"] == {"layer": "L", "entropy": entropy} and entropy == "熵"
+    assert list(seen["data"].columns) == ["layer", "entropy", "mystery"]
+    assert seen["hide_index"] is True

@@ -12,7 +12,7 @@ from viz_core.figures.contributions import head_search_heatmap
 from viz_core.i18n import _
 
 from .. import state
-from ..charts import chart, download_csv
+from ..charts import chart, download_csv, table
 from ..contributions import SearchRequest, attempt, head_search
 from ..controls import block_kind_label, open_head, url_select
 from ..errors import literal
@@ -62,8 +62,8 @@ def _ranking(found, kind: str, mode: str) -> None:
     left, right = st.columns([2, 3])
     with left:
         columns = ["block", "layer", "head", "score"]
-        table = found.frame[columns + ([] if mode == "pair" else ["query", "key"])]
-        st.dataframe(table.round(4), key="hs_table", on_select="rerun",
+        rows = found.frame[columns + ([] if mode == "pair" else ["query", "key"])]
+        table(rows.round(4), key="hs_table", on_select="rerun",
                      selection_mode="single-row", hide_index=True, height=360,
                      width="stretch")
         st.caption(_("Click a row to open that head on the Attention page."))
