@@ -173,7 +173,17 @@ class _PerHeadCopies(E.Gradients):
     """The reference: a zero added to a normed copy of the stream per head (each head's q, k,
     v recomputed from its own copy), the gradient read at that zero."""
 
-    projected = False
+    def __init__(self, ctx, alphas):
+        super().__init__(ctx, alphas)
+        self.projected = False
+
+
+class _Projected(E.Gradients):
+    """The gradients at the projections, whatever the number of copies."""
+
+    def __init__(self, ctx, alphas):
+        super().__init__(ctx, alphas)
+        self.projected = True
 
 
 @pytest.mark.parametrize("family", ["gpt2", "qwen3", "t5"])
@@ -188,6 +198,7 @@ def test_gradients_at_projections_equal_per_head_copies(tmp_path, gpt2, family, 
     model = gpt2 if family == "gpt2" else vc.load(
         str(make_tiny_t5(tmp_path) if family == "t5" else make_tiny(family, tmp_path)),
         device="cpu", dtype="float32")
+    monkeypatch.setattr(E, "Gradients", _Projected)
     ours = {m: model.edge_attribution(GPT2_CLEAN, GPT2_CORRUPTED, method=m, steps=3)
             for m in ("eap", "eap-ig")}
     monkeypatch.setattr(E, "Gradients", _PerHeadCopies)
