@@ -64,11 +64,13 @@ class Gradients(Plan):
     copy of the stream per head (the forward is the same function of x), without those
     copies in the forward and backward pass."""
 
-    def __init__(self, ctx: Context, alphas: torch.Tensor | None):
+    def __init__(self, ctx: Context, alphas: torch.Tensor | None,
+                 projected: bool | None = None):
         self.ctx, self.alphas, self.zeros = ctx, alphas, {}
-        # measured on a 2-core CPU (README): faster with several copies (EAP-IG), not with
-        # one (EAP), where the per-head copies are small and the vjp's vmap costs more
-        self.projected = alphas is not None and len(alphas) > 1
+        # None: measured on a 2-core CPU (README), faster with several copies (EAP-IG), not
+        # with one (EAP), where the per-head copies are small and the vjp's vmap costs more
+        self.projected = (alphas is not None and len(alphas) > 1) if projected is None \
+            else projected
         self.heads: dict[int, tuple] = {}  # id(group) -> (group, x, norm, [(W, zero)])
         self.senders = ctx.clean is None  # this pass is also the clean run
 
@@ -194,9 +196,11 @@ def _chunk(ctx: Context) -> int:
     return max(1, CHUNK_BYTES // (4 * ctx.width_per_copy()))
 
 
-def gradient_scores(ctx: Context, steps: int) -> np.ndarray:
+def gradient_scores(ctx: Context, steps: int, projected: bool | None = None) -> np.ndarray:
     """(S, R): EAP (steps=1) or EAP-IG scores, normalised by the gap. A context without the
-    clean run gets it from the first gradient pass's alpha = 1 copy, which is that run."""
+    clean run gets it from the first gradient pass's alpha = 1 copy, which is that run.
+    ``projected``: the heads' gradients at their projections (``Gradients``; None: when a
+    pass has several copies)."""
     g = ctx.graph
     total: dict[int, torch.Tensor] = {}
     if steps == 1:
@@ -205,7 +209,7 @@ def gradient_scores(ctx: Context, steps: int) -> np.ndarray:
         alphas = torch.arange(steps, 0, -1, dtype=torch.float32) / steps
         batches = list(alphas.split(_chunk(ctx)))
     for a in batches:
-        plan = Gradients(ctx, a)
+        plan = Gradients(ctx, a, projected)
         run = Pass(ctx, plan)
         with torch.enable_grad():
             readout = run.run("clean", 1 if a is None else len(a))
