@@ -173,17 +173,15 @@ class _PerHeadCopies(E.Gradients):
     """The reference: a zero added to a normed copy of the stream per head (each head's q, k,
     v recomputed from its own copy), the gradient read at that zero."""
 
-    def __init__(self, ctx, alphas):
-        super().__init__(ctx, alphas)
-        self.projected = False
+    def __init__(self, ctx, alphas, projected=None):
+        super().__init__(ctx, alphas, False)
 
 
 class _Projected(E.Gradients):
     """The gradients at the projections, whatever the number of copies."""
 
-    def __init__(self, ctx, alphas):
-        super().__init__(ctx, alphas)
-        self.projected = True
+    def __init__(self, ctx, alphas, projected=None):
+        super().__init__(ctx, alphas, True)
 
 
 @pytest.mark.parametrize("family", ["gpt2", "qwen3", "t5"])
