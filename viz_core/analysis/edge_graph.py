@@ -18,7 +18,9 @@ call's recorder edits (viz_core.capture.recorder):
 A receiver's input is the stream plus a change ``delta`` (B, rows, T, d) a ``Plan`` decides: a
 zero that requires grad (EAP, EAP-IG), one sender's corrupted - clean output (exact edge
 patching), or for every edge taken out of a circuit its sender's corrupted output minus its
-output in this very run (faithfulness).
+output in this very run (faithfulness). A plan with ``projected`` set (EAP-IG's several
+copies) instead projects the block's one normed input and adds its zero to each head's q, k,
+v (``head_zero``); the gradient at the head's input follows from it by the norm's vjp.
 """
 
 from __future__ import annotations
