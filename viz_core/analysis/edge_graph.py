@@ -18,9 +18,11 @@ call's recorder edits (viz_core.capture.recorder):
 A receiver's input is the stream plus a change ``delta`` (B, rows, T, d) a ``Plan`` decides: a
 zero that requires grad (EAP, EAP-IG), one sender's corrupted - clean output (exact edge
 patching), or for every edge taken out of a circuit its sender's corrupted output minus its
-output in this very run (faithfulness). A plan with ``projected`` set (EAP-IG's several
-copies) instead projects the block's one normed input and adds its zero to each head's q, k,
-v (``head_zero``); the gradient at the head's input follows from it by the norm's vjp.
+output in this very run (faithfulness). A plan with ``projected`` set (EAP and EAP-IG)
+instead adds its zero to each head's q, k, v (``head_zero``): to the model's own tensors
+where they are the projection plus its bias (no per-head q/k norm, no rotation: GPT-2, T5,
+every model's v), else to a projection of the block's one normed input, finished as the
+model does; the gradient at the head's input follows from it by the norm's vjp.
 """
 
 from __future__ import annotations
@@ -134,8 +136,8 @@ class Plan:
     sender's output (else only the embeddings, for their shape)."""
 
     senders = True
-    # True (EAP, EAP-IG): a head's q/k/v come from the block's one normed input, and the plan's
-    # ``head_zero`` is added to each head's projection; the receivers' gradients follow from it
+    # True (EAP, EAP-IG): the plan's ``head_zero`` is added to each head's projection (the
+    # model's own q/k/v where ``_plain``); the receivers' gradients follow from it
     # (``input_gradients``) without a normed copy of the stream per head
     projected = False
 
@@ -240,7 +242,10 @@ class Pass:
         hw = self.ctx.weights[block]
         H, G = hw.n_heads, hw.W_K.shape[0]
 
-        def projected(which, x, h, norm, g, W):
+        def projected(which, x, h, norm, g, W, given):
+            if _plain(hw, which):  # the model's own q (k, v) is h W + b: the zero goes there
+                z = self.plan.head_zero(g, which, given, W, x, norm)
+                return given if z is None else given + z.to(given.dtype)
             y = torch.einsum("btd,hed->bhte", h, W.to(h.dtype))  # (B, heads, T, d_head)
             z = self.plan.head_zero(g, which, y, W, x, norm)
             return _finish(hw, which, y if z is None else y + z.to(y.dtype))
@@ -248,15 +253,15 @@ class Pass:
         def edit(q, k, v):
             if self.plan.projected:
                 x, h, norm = self.read_in[block]
-                q = projected(0, x, h, norm, group, hw.W_Q).to(q.dtype)
+                q = projected(0, x, h, norm, group, hw.W_Q, q).to(q.dtype)
                 if kv_group is None:
-                    k = projected(1, x, h, norm, group, hw.W_K).to(k.dtype)
-                    v = projected(2, x, h, norm, group, hw.W_V).to(v.dtype)
+                    k = projected(1, x, h, norm, group, hw.W_K, k).to(k.dtype)
+                    v = projected(2, x, h, norm, group, hw.W_V, v).to(v.dtype)
                 else:
                     mem, enorm = self.encoder_out, self.ctx.encoder_norm
                     hm = enorm(mem).to(mem.dtype)
-                    k = projected(1, mem, hm, enorm, kv_group, hw.W_K).to(k.dtype)
-                    v = projected(2, mem, hm, enorm, kv_group, hw.W_V).to(v.dtype)
+                    k = projected(1, mem, hm, enorm, kv_group, hw.W_K, k).to(k.dtype)
+                    v = projected(2, mem, hm, enorm, kv_group, hw.W_V, v).to(v.dtype)
                 return q, k, v
             d = self.plan.delta(group, self)
             d_kv = self.plan.delta(kv_group, self) if kv_group is not None else None
@@ -285,6 +290,12 @@ def _project(hw, which: int, ins: torch.Tensor) -> torch.Tensor:
     W = (hw.W_Q, hw.W_K, hw.W_V)[which]
     y = torch.einsum("bhtd,hed->bhte", ins, W.to(ins.dtype))  # (B, heads, T, d_head)
     return _finish(hw, which, y).to(ins.dtype)
+
+
+def _plain(hw, which: int) -> bool:
+    """Whether q (which 0), k (1) or v (2) is the projection and its bias alone (no per-head
+    norm, no rotation): then the model's own tensor is the head's h W + b."""
+    return (hw.q_norm, hw.k_norm, None)[which] is None and (which == 2 or hw.rotate is None)
 
 
 def _finish(hw, which: int, y: torch.Tensor) -> torch.Tensor:

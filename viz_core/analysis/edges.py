@@ -62,15 +62,14 @@ class Gradients(Plan):
     bias, q/k norm and rotation, which ``input_gradients`` computes after the backward pass
     for all of a group's heads at once. It equals the gradient at a zero added to a normed
     copy of the stream per head (the forward is the same function of x), without those
-    copies in the forward and backward pass."""
+    copies in the forward and backward pass: measured faster for EAP and EAP-IG alike
+    (README), and ``projected=False`` keeps the copies as the tests' reference."""
 
     def __init__(self, ctx: Context, alphas: torch.Tensor | None,
                  projected: bool | None = None):
         self.ctx, self.alphas, self.zeros = ctx, alphas, {}
-        # None: measured on a 2-core CPU (README), faster with several copies (EAP-IG), not
-        # with one (EAP), where the per-head copies are small and the vjp's vmap costs more
-        self.projected = (alphas is not None and len(alphas) > 1) if projected is None \
-            else projected
+        # False: a normed copy of the stream per head (the reference the tests compare with)
+        self.projected = True if projected is None else projected
         self.heads: dict[int, tuple] = {}  # id(group) -> (group, x, norm, [(W, zero)])
         self.senders = ctx.clean is None  # this pass is also the clean run
 
@@ -84,19 +83,27 @@ class Gradients(Plan):
                                         for _, z in parts)]
 
     def input_gradients(self, grads: dict[int, torch.Tensor]):
-        """(group, (B, rows, T, d) gradient at each receiver's input), from the gradients at
-        the zeros (``grads``: id(zero) -> gradient)."""
+        """(group, (rows, T, d) gradient at each receiver's input, summed over the copies),
+        from the gradients at the zeros (``grads``: id(zero) -> gradient)."""
         for group, z in self.zeros.values():
             if id(z) in grads:
-                yield group, grads[id(z)]
+                yield group, _copies_summed(grads[id(z)].transpose(0, 1))
         for group, x, norm, parts in self.heads.values():
-            at = [torch.einsum("bhte,hed->bhtd", grads[id(z)], W.detach().float())
-                  if id(z) in grads else None for W, z in parts]  # at each head's normed input
-            if all(a is None for a in at):
+            if not any(id(z) in grads for _, z in parts):
                 continue
-            at = torch.cat([torch.zeros(z.shape[:3] + (W.shape[2],), device=z.device)
-                            if a is None else a for a, (W, z) in zip(at, parts)], dim=1)
-            yield group, _norm_vjp(norm, x.detach(), at)
+            B, T, d = x.shape
+            rows = sum(z.shape[1] for _, z in parts)
+            at = torch.empty(rows, B * T, d, dtype=torch.float32, device=x.device)
+            i = 0
+            for W, z in parts:  # each head's gradient at its normed input: g_h W[h]
+                n, e = z.shape[1], z.shape[3]
+                if id(z) in grads:
+                    g = grads[id(z)].transpose(0, 1).reshape(n, B * T, e)
+                    torch.bmm(g, W.detach().float(), out=at[i:i + n])
+                else:
+                    at[i:i + n] = 0
+                i += n
+            yield group, _copies_summed(_norm_vjp(norm, x.detach(), at.view(rows, B, T, d)))
 
     def embed(self, stack, x):
         if self.alphas is None:
@@ -115,17 +122,21 @@ class Gradients(Plan):
 
 
 def _norm_vjp(norm, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-    """d norm(x)^T g for every receiver: x (B, T, d), g (B, rows, T, d) -> (B, rows, T, d)."""
+    """d norm(x)^T g for every receiver: x (B, T, d), g (rows, B, T, d) -> (rows, B, T, d)."""
     with torch.enable_grad():
         xs = x.requires_grad_()
         out = norm(xs)
         try:  # one vectorised backward over the rows (vmap)
-            gr = torch.autograd.grad(out, xs, g.transpose(0, 1).to(out.dtype),
-                                     is_grads_batched=True)[0].transpose(0, 1)
+            gr = torch.autograd.grad(out, xs, g.to(out.dtype), is_grads_batched=True)[0]
         except RuntimeError:  # a norm vmap cannot batch: a copy of x per row
-            xr = x.detach()[:, None].expand(g.shape).contiguous().requires_grad_()
+            xr = x.detach()[None].expand(g.shape).contiguous().requires_grad_()
             gr = torch.autograd.grad(norm(xr), xr, g.to(out.dtype))[0]
     return gr.detach().float()
+
+
+def _copies_summed(g: torch.Tensor) -> torch.Tensor:
+    """(rows, B, T, d) -> (rows, T, d): the gradients of the B copies added up."""
+    return g[:, 0] if g.shape[1] == 1 else g.sum(1)
 
 
 class EdgePatches(Plan):
@@ -199,8 +210,7 @@ def _chunk(ctx: Context) -> int:
 def gradient_scores(ctx: Context, steps: int, projected: bool | None = None) -> np.ndarray:
     """(S, R): EAP (steps=1) or EAP-IG scores, normalised by the gap. A context without the
     clean run gets it from the first gradient pass's alpha = 1 copy, which is that run.
-    ``projected``: the heads' gradients at their projections (``Gradients``; None: when a
-    pass has several copies)."""
+    ``projected``: the heads' gradients at their projections (``Gradients``; None: yes)."""
     g = ctx.graph
     total: dict[int, torch.Tensor] = {}
     if steps == 1:
@@ -219,8 +229,7 @@ def gradient_scores(ctx: Context, steps: int, projected: bool | None = None) -> 
             leaves = [z for _, z in plan.leaves()]
             grads = torch.autograd.grad(m, leaves, allow_unused=True)
         found = {id(z): gr.detach() for z, gr in zip(leaves, grads) if gr is not None}
-        for group, gr in plan.input_gradients(found):
-            gr = gr.sum(0)  # (rows, T, d)
+        for group, gr in plan.input_gradients(found):  # (rows, T, d)
             key = g.groups.index(group)
             total[key] = gr if key not in total else total[key] + gr
     scores = np.zeros(g.valid.shape)
