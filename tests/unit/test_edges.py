@@ -169,6 +169,20 @@ def test_eap_ig_with_one_step_is_eap(gpt2):
     np.testing.assert_allclose(ig1.edges["score"], eap.edges["score"], atol=1e-5)
 
 
+def test_eap_ig_steps_in_one_batch_equal_one_pass_per_step(gpt2, monkeypatch):
+    """EAP-IG runs its interpolated copies as one batch (one forward and one backward pass,
+    the gradients of the copies added up after the norm's vjp): the same scores as one pass
+    per step (a chunk of one copy), float32 both sides."""
+    ctx = E.prepare(gpt2, GPT2_CLEAN, GPT2_CORRUPTED, None, None, None, run_clean=False)
+    assert E._chunk(ctx) >= 4  # the 4 copies do run together
+    batched = gpt2.edge_attribution(GPT2_CLEAN, GPT2_CORRUPTED, method="eap-ig", steps=4)
+    monkeypatch.setattr(E, "_chunk", lambda ctx: 1)
+    looped = gpt2.edge_attribution(GPT2_CLEAN, GPT2_CORRUPTED, method="eap-ig", steps=4)
+    scale = np.abs(looped.edges["score"]).max()
+    np.testing.assert_allclose(batched.edges["score"], looped.edges["score"],
+                               atol=1e-5 * scale)
+
+
 class _PerHeadCopies(E.Gradients):
     """The reference: a zero added to a normed copy of the stream per head (each head's q, k,
     v recomputed from its own copy), the gradient read at that zero."""
@@ -189,7 +203,9 @@ def test_gradients_at_projections_equal_per_head_copies(tmp_path, gpt2, family, 
     """EAP and EAP-IG read each head's gradient at its projection and map it through the
     block's norm (one batched vjp): the same scores as a zero on a normed copy of the stream
     per head (GPT-2; Qwen 3: grouped keys/values, rotary, per-head q/k norms; T5: RMS norms,
-    cross-attention keys and values from the encoder's final norm), float32 both sides."""
+    cross-attention keys and values from the encoder's final norm), float32 both sides. GPT-2's
+    and T5's zeros, and Qwen 3's v zeros, sit on the model's own q, k, v; Qwen 3's q and k
+    zeros on a recomputed projection, normed and rotated as the model does."""
     from tests.support.hf_tiny import make_tiny_t5
     from tests.support.hf_tiny_modern import make_tiny
 

@@ -175,7 +175,8 @@ def _hf(backend, clean, corrupted, target, position) -> PatchSubject:
     room = backend.max_tokens
     enc_c = backend.encode_text(clean, "clean text", room, warnings)
     enc_k = backend.encode_text(corrupted, "corrupted text", room, warnings)
-    c_tok = backend.shown_tokens(enc_c["input_ids"])
+    c_ids = list(enc_c["input_ids"])
+    c_tok = backend.shown_tokens(c_ids)
     k_tok = backend.shown_tokens(enc_k["input_ids"])
     check_same_length(enc_c["input_ids"], enc_k["input_ids"], c_tok, k_tok)
     forced = target is not None and bool(target.strip())
@@ -202,7 +203,7 @@ def _hf(backend, clean, corrupted, target, position) -> PatchSubject:
         decs = [dec]
     kw = {"clean": backend._inputs([enc_c], decs), "corrupted": backend._inputs([enc_k], decs)}
     seq_ids = decs[0] if decs else enc_c["input_ids"]
-    seq = backend.shown_tokens(seq_ids)
+    seq = list(c_tok) if list(seq_ids) == c_ids else backend.shown_tokens(seq_ids)
     pos = normalise_position(position, len(seq), "decoder input" if arch == "encoder-decoder"
                              else "input")
     model = backend.hf_model
