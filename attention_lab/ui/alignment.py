@@ -13,7 +13,7 @@ TOP_HEADS = 3  # best heads listed over every cross-attention layer
 
 def show_alignment(sel, trace, block, head: int, key: str = "alignment") -> None:
     """The head's heatmap with its argmax source per target (○), and when the model's task
-    knows a reference alignment (shipped "dates" and "en-fr") the reference (+), this
+    knows a reference alignment (shipped "dates", "en-fr" and "zh-en") the reference (+), this
     head's score against chance and the best heads of every cross-attention layer."""
     from viz_core.analysis.alignment import (
         DESCRIPTIONS,
@@ -37,15 +37,15 @@ def show_alignment(sel, trace, block, head: int, key: str = "alignment") -> None
     if gold is None:
         st.caption(_("○ = the source token each target row attends to most. No reference "
                    "alignment is known for this model, input and output. The shipped "
-                   "**dates** model has one (the year digits) and the shipped **en-fr** "
-                   "model has one (each French word's English word) when the output is the "
-                   "toy grammar's translation of the input."))
+                   "**dates** model has one (the year digits), and the shipped **en-fr** and "
+                   "**zh-en** models have one (each output word's source word) when the "
+                   "output is the toy grammar's translation of the input."))
         return
     scores = head_scores(block.pattern, gold)
     best = max(range(len(scores)), key=scores.__getitem__)
     chance = chance_score(gold, n_k)
     what = DESCRIPTIONS.get(sel.model_name, "reference")
-    st.caption(_("+ = reference ({what}); row t is the decoder position that predicts output "
+    st.caption(_("\\+ = reference ({what}); row t is the decoder position that predicts output "
                  "token t. Score = share of reference rows whose argmax is a reference source; "
                  "chance = {chance:.2f} (a uniformly random argmax). This head: **{value:.2f}**; "
                  "best head in this layer: {best} ({value2:.2f}).").format(
