@@ -223,6 +223,33 @@ def test_gradients_at_projections_equal_per_head_copies(tmp_path, gpt2, family, 
                                    err_msg=m)
 
 
+def test_norm_vjp_in_closed_form_equals_autograds(gpt2, monkeypatch):
+    """The heads' input gradients through the norm's closed-form vjp (from its NormSpec,
+    the copies summed before the projection) equal autograd's vjp of the model's own norm
+    module (the path for a norm without a NormSpec), EAP and EAP-IG, float32 both sides; and
+    a NormSpec that does not give the model's normed input is not used."""
+    from viz_core.analysis.edge_graph import Read
+    from viz_core.analysis.parts import NormSpec
+
+    ours = {m: gpt2.edge_attribution(GPT2_CLEAN, GPT2_CORRUPTED, method=m, steps=3)
+            for m in ("eap", "eap-ig")}
+    monkeypatch.setattr(E, "_spec_holds", lambda read: False)
+    for m, a in ours.items():
+        ref = gpt2.edge_attribution(GPT2_CLEAN, GPT2_CORRUPTED, method=m, steps=3)
+        scale = np.abs(ref.edges["score"]).max()
+        np.testing.assert_allclose(a.edges["score"], ref.edges["score"], atol=1e-5 * scale,
+                                   err_msg=m)
+    monkeypatch.undo()
+    torch.manual_seed(0)
+    ln = nn.LayerNorm(8)
+    x = torch.randn(2, 3, 8) + 1.0
+    h = ln(x).detach()
+    right = NormSpec("layer", ln.weight.detach(), ln.bias.detach(), ln.eps)
+    wrong = NormSpec("rms", ln.weight.detach(), None, ln.eps)
+    assert E._spec_holds(Read(x, h, ln, right))
+    assert not E._spec_holds(Read(x, h, ln, wrong))
+
+
 @pytest.mark.parametrize("family", ["llama", "qwen3"])
 def test_grouped_query_and_qk_norm_families(tmp_path, family):
     """Llama (4 query heads over 2 key/value heads, rotary) and Qwen 3 (plus a norm on each

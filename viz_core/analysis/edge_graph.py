@@ -37,6 +37,7 @@ from viz_core.i18n import N_
 
 from ..capture.recorder import recording
 from ..errors import InputError
+from .parts import NormSpec
 from .patching import Metric, PatchSubject, _check_gap, make_metric
 
 CHUNK_BYTES = 256 << 20  # rough activation memory of one batch of copies
@@ -130,19 +131,33 @@ class Graph:
 
 
 # ---- one forward pass with edits -----------------------------------------------------------
+@dataclass(frozen=True)
+class Read:
+    """What a block's heads read: the stream x (B, T, d), h = norm(x) as the model computed
+    it, the norm (the model's own module) and its NormSpec (None where there is none)."""
+
+    x: torch.Tensor
+    h: torch.Tensor
+    norm: Callable
+    spec: NormSpec | None
+
+
 class Plan:
     """What one pass changes (subclasses): the embeddings, where the batch widens, and each
     group's input change (B, rows, T, d) or None. ``senders``: whether the pass keeps every
     sender's output (else only the embeddings, for their shape)."""
 
     senders = True
+    first_copy = False  # True: keep the senders of copy 0 only
     # True (EAP, EAP-IG): the plan's ``head_zero`` is added to each head's projection (the
     # model's own q/k/v where ``_plain``); the receivers' gradients follow from it
     # (``input_gradients``) without a normed copy of the stream per head
     projected = False
 
-    def head_zero(self, group: Group, which: int, y: torch.Tensor, W: torch.Tensor,
-                  x: torch.Tensor, norm: Callable) -> torch.Tensor | None:
+    def head_zero(self, group: Group, which: int, y: torch.Tensor, bias: torch.Tensor | None,
+                  W: torch.Tensor, read: Read) -> torch.Tensor | None:
+        """A change for the heads' q (which 0), k (1) or v (2): y (B, heads, T, e) is
+        read.h W (+ ``bias`` where not None), W (heads, e, d)."""
         return None
 
     def embed(self, stack: str, x: torch.Tensor) -> torch.Tensor:
@@ -210,7 +225,8 @@ class Pass:
         def edit(z):  # z (B, T, H, d_v) -> each head's write into the stream
             if not self.plan.senders:
                 return z
-            out = torch.einsum("bthv,hdv->hbtd", z, W_O.to(z.dtype))
+            zs = (z[:1] if self.plan.first_copy else z).detach()
+            out = torch.einsum("bthv,hdv->hbtd", zs, W_O.to(z.dtype))
             self.senders[stack].extend(out.unbind(0))
             return z
         return edit
@@ -242,26 +258,29 @@ class Pass:
         hw = self.ctx.weights[block]
         H, G = hw.n_heads, hw.W_K.shape[0]
 
-        def projected(which, x, h, norm, g, W, given):
+        def projected(which, read, g, W, given):
             if _plain(hw, which):  # the model's own q (k, v) is h W + b: the zero goes there
-                z = self.plan.head_zero(g, which, given, W, x, norm)
+                bias = (hw.b_Q, hw.b_K, hw.b_V)[which]
+                z = self.plan.head_zero(g, which, given, bias, W, read)
                 return given if z is None else given + z.to(given.dtype)
-            y = torch.einsum("btd,hed->bhte", h, W.to(h.dtype))  # (B, heads, T, d_head)
-            z = self.plan.head_zero(g, which, y, W, x, norm)
+            y = torch.einsum("btd,hed->bhte", read.h, W.to(read.h.dtype))  # (B, heads, T, e)
+            z = self.plan.head_zero(g, which, y, None, W, read)
             return _finish(hw, which, y if z is None else y + z.to(y.dtype))
 
         def edit(q, k, v):
             if self.plan.projected:
                 x, h, norm = self.read_in[block]
-                q = projected(0, x, h, norm, group, hw.W_Q, q).to(q.dtype)
+                read = Read(x, h, norm, hw.norm)
+                q = projected(0, read, group, hw.W_Q, q).to(q.dtype)
                 if kv_group is None:
-                    k = projected(1, x, h, norm, group, hw.W_K, k).to(k.dtype)
-                    v = projected(2, x, h, norm, group, hw.W_V, v).to(v.dtype)
+                    k = projected(1, read, group, hw.W_K, k).to(k.dtype)
+                    v = projected(2, read, group, hw.W_V, v).to(v.dtype)
                 else:
                     mem, enorm = self.encoder_out, self.ctx.encoder_norm
-                    hm = enorm(mem).to(mem.dtype)
-                    k = projected(1, mem, hm, enorm, kv_group, hw.W_K, k).to(k.dtype)
-                    v = projected(2, mem, hm, enorm, kv_group, hw.W_V, v).to(v.dtype)
+                    read = Read(mem, enorm(mem).to(mem.dtype), enorm,
+                                enorm if isinstance(enorm, NormSpec) else None)
+                    k = projected(1, read, kv_group, hw.W_K, k).to(k.dtype)
+                    v = projected(2, read, kv_group, hw.W_V, v).to(v.dtype)
                 return q, k, v
             d = self.plan.delta(group, self)
             d_kv = self.plan.delta(kv_group, self) if kv_group is not None else None
