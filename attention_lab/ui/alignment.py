@@ -44,7 +44,7 @@ def show_alignment(sel, trace, block, head: int, key: str = "alignment") -> None
     scores = head_scores(block.pattern, gold)
     best = max(range(len(scores)), key=scores.__getitem__)
     chance = chance_score(gold, n_k)
-    what = DESCRIPTIONS.get(sel.model_name, "reference")
+    what = _(DESCRIPTIONS.get(sel.model_name, "reference"))
     st.caption(_("\\+ = reference ({what}); row t is the decoder position that predicts output "
                  "token t. Score = share of reference rows whose argmax is a reference source; "
                  "chance = {chance:.2f} (a uniformly random argmax). This head: **{value:.2f}**; "

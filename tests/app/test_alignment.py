@@ -20,5 +20,9 @@ def test_ui_helper_draws_reference_and_scores():
     import json
 
     fig = json.loads(at.get("plotly_chart")[0].proto.spec)
-    assert [t.get("name") for t in fig["data"]][1:] == ["argmax", "gold"]
+    assert [t.get("name") for t in fig["data"]][1:] == ["argmax", "reference"]
+    # the score joins the title's text; the title keeps its place above the top axis's
+    # title (replacing the whole title once put both on one line)
+    title = fig["layout"]["title"]
+    assert "score" in title["text"] and title["yref"] == "container" and title["y"] == 1
     assert any("best head" in c.value for c in at.caption)

@@ -23,12 +23,13 @@ import re
 
 import numpy as np
 
+from ..i18n import N_
 from .heads import alignment_score, gold_sets
 
 CONVENTIONS = {"predicting": 0, "input": 1}
 MODELS = ("dates", "en-fr", "zh-en")  # the shipped models with a reference alignment
-DESCRIPTIONS = {"dates": "the year digits", "en-fr": "the grammar's word alignment",
-                "zh-en": "the grammar's word alignment"}
+DESCRIPTIONS = {"dates": N_("the year digits"), "en-fr": N_("the grammar's word alignment"),
+                "zh-en": N_("the grammar's word alignment")}  # msgids: shown through _()
 _WORD = re.compile(r"\w")
 
 

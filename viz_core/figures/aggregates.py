@@ -142,11 +142,12 @@ def alignment_figure(pattern_head: np.ndarray, query_tokens: Sequence[str],
         pairs = [(q, k) for q, ks in analysis.gold_sets(gold).items() for k in ks]
         fig.add_trace(go.Scatter(
             x=[xl[k] for _, k in pairs], y=[yl[q] for q, _ in pairs], mode="markers",
-            name=_("gold"), marker=dict(symbol="cross-thin-open", size=14, color="#2ca02c",
-                                     line=dict(width=2)),
-            hovertemplate="%{y} → %{x}: gold<extra></extra>"))
+            name=_("reference"), marker=dict(symbol="cross-thin-open", size=14,
+                                          color="#2ca02c", line=dict(width=2)),
+            hovertemplate="%{y} → %{x}: " + _("reference") + "<extra></extra>"))
         score = analysis.alignment_score(pattern_head, gold)
-        fig.update_layout(title=_("{text} · score {score:.2f}").format(
-                                    text=fig.layout.title.text, score=score))
+        # the text only: the title's placement (above the top axis's title) stays
+        fig.update_layout(title_text=_("{text} · score {score:.2f}").format(
+                                         text=fig.layout.title.text, score=score))
     fig.update_layout(showlegend=True)
     return fig
