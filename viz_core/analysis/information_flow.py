@@ -245,33 +245,42 @@ def _sublayer(points: dict, kind: str, layer: str, placement: str, post_norm=Non
 
 
 class _Frames:
-    """Edge rows collected as column arrays."""
+    """Edge rows collected as column arrays; the name columns as (value, count) runs that
+    become categorical codes at the end (no object array of a million strings)."""
+
+    NAMES = ("source_stack", "source_point", "target_stack", "target_point", "kind", "block")
 
     def __init__(self):
-        self.cols: dict[str, list] = {c: [] for c in COLUMNS if c != "head"}
+        self.cols: dict[str, list] = {c: [] for c in COLUMNS
+                                      if c != "head" and c not in self.NAMES}
+        self.runs: dict[str, list] = {c: [] for c in self.NAMES}
+        self.counts: list[int] = []
 
     def add(self, source, target, kind: str, block: str, src_pos, tgt_pos, weight) -> None:
         n = len(weight)
-        for key, value in (("source_stack", source[0]), ("source_layer", source[1]),
-                           ("source_point", source[2]), ("target_stack", target[0]),
-                           ("target_layer", target[1]), ("target_point", target[2]),
+        self.counts.append(n)
+        for key, value in (("source_stack", source[0]), ("source_point", source[2]),
+                           ("target_stack", target[0]), ("target_point", target[2]),
                            ("kind", kind), ("block", block)):
-            self.cols[key].append(np.full(n, value, dtype=object if isinstance(value, str)
-                                          else np.int64))
+            self.runs[key].append(value)
+        self.cols["source_layer"].append(np.full(n, source[1], np.int64))
+        self.cols["target_layer"].append(np.full(n, target[1], np.int64))
         self.cols["source_position"].append(np.asarray(src_pos, np.int64))
         self.cols["target_position"].append(np.asarray(tgt_pos, np.int64))
         self.cols["weight"].append(np.asarray(weight, np.float64))
 
     def frame(self) -> pd.DataFrame:
-        data = {k: (np.concatenate(v) if v else np.zeros(0)) for k, v in self.cols.items()}
+        data = {k: (np.concatenate(v) if v else np.zeros(0, np.int64 if k != "weight"
+                                                          else np.float64))
+                for k, v in self.cols.items()}
+        counts = np.asarray(self.counts, np.int64)
+        for key, values in self.runs.items():
+            names = sorted(set(values))  # astype("category")'s order
+            code = {name: i for i, name in enumerate(names)}
+            codes = np.repeat(np.asarray([code[v] for v in values], np.int32), counts)
+            data[key] = pd.Categorical.from_codes(codes, categories=pd.Index(names, dtype="str"))
         frame = pd.DataFrame(data)
-        frame.insert(COLUMNS.index("head"), "head", pd.array([pd.NA] * len(frame),
-                                                             dtype="Int64"))
-        for col in ("source_stack", "source_point", "target_stack", "target_point", "kind",
-                    "block"):
-            frame[col] = frame[col].astype("category")
-        for col in ("source_layer", "source_position", "target_layer", "target_position"):
-            frame[col] = frame[col].astype(np.int64)
+        frame.insert(0, "head", pd.array([pd.NA] * len(frame), dtype="Int64"))
         return frame[COLUMNS]
 
 
