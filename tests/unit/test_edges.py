@@ -223,19 +223,26 @@ def test_gradients_at_projections_equal_per_head_copies(tmp_path, gpt2, family, 
                                    err_msg=m)
 
 
-def test_norm_vjp_in_closed_form_equals_autograds(gpt2, monkeypatch):
+def test_norm_vjp_in_closed_form_equals_autograds(tmp_path, monkeypatch):
     """The heads' input gradients through the norm's closed-form vjp (from its NormSpec,
     the copies summed before the projection) equal autograd's vjp of the model's own norm
-    module (the path for a norm without a NormSpec), EAP and EAP-IG, float32 both sides; and
-    a NormSpec that does not give the model's normed input is not used."""
+    module (the path for a norm without a NormSpec), EAP and EAP-IG, float32 both sides, on a
+    GPT-2 whose LayerNorm gains and biases and q/k/v biases are not 1 and 0; and a NormSpec
+    that does not give the model's normed input is not used."""
     from viz_core.analysis.edge_graph import Read
     from viz_core.analysis.parts import NormSpec
 
-    ours = {m: gpt2.edge_attribution(GPT2_CLEAN, GPT2_CORRUPTED, method=m, steps=3)
+    model = vc.load(str(make_patching_gpt2(tmp_path)), device="cpu", dtype="float32")
+    torch.manual_seed(5)
+    with torch.no_grad():  # GPT-2 starts with gains 1 and biases 0
+        for p in model.hf_model.parameters():
+            if p.dim() == 1:
+                p.add_(0.3 * torch.randn_like(p))
+    ours = {m: model.edge_attribution(GPT2_CLEAN, GPT2_CORRUPTED, method=m, steps=3)
             for m in ("eap", "eap-ig")}
     monkeypatch.setattr(E, "_spec_holds", lambda read: False)
     for m, a in ours.items():
-        ref = gpt2.edge_attribution(GPT2_CLEAN, GPT2_CORRUPTED, method=m, steps=3)
+        ref = model.edge_attribution(GPT2_CLEAN, GPT2_CORRUPTED, method=m, steps=3)
         scale = np.abs(ref.edges["score"]).max()
         np.testing.assert_allclose(a.edges["score"], ref.edges["score"], atol=1e-5 * scale,
                                    err_msg=m)

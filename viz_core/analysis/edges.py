@@ -181,19 +181,20 @@ def _norm_vjp_closed(read, parts, grads: dict[int, torch.Tensor]) -> torch.Tenso
         W = W.detach().float()  # (n, e, d)
         gs = grads[id(z)].float() / s[:, None]  # (B, n, T, e)
         G = gs.sum(0)  # (n, T, e)
-        torch.bmm(G, W, out=o)
+        torch.bmm(G, W if gain is None else W * gain, out=o)  # gain * W^T G
         p = y.detach().float()  # W (gain * x^) = y - bias - W (norm bias)
         if bias is not None:
             p = p - bias.detach().float()[None, :, None]
         if spec.bias is not None:
             p = p - torch.einsum("ned,d->ne", W, spec.bias.detach().float())[None, :, None]
         c = (gs * p).sum(-1) / d  # (B, n, T)
-        if gain is not None:
-            o.mul_(gain)
         if spec.kind == "layer":
             wg = W.sum(-1) if gain is None else W @ gain  # (n, e)
             o.sub_((G * wg[:, None]).sum(-1, keepdim=True) / d)
-        o.sub_(torch.einsum("bnt,btd->ntd", c, xhat))
+        if B == 1:  # in place, no (n, T, d) temporary
+            o.addcmul_(c[0, :, :, None], xhat[0], value=-1)
+        else:
+            o.sub_(torch.einsum("bnt,btd->ntd", c, xhat))
     return out
 
 
