@@ -4,13 +4,16 @@ On a GPT-2-small-shaped random model (12 layers x 12 heads x 768, the tests' sma
 vocabulary; --quick: 2 x 4 x 64) at 64 tokens, CPU (and the GPU when there is one):
 
 - ``edge_attribution(method="eap")`` (the corrupted run, then the clean run forward and
-  backward with every head's q/k/v input split) against ``model.trace`` of the clean text,
-  same model, same process, timed alternately. Target: <= 3x.
+  backward, each head's gradient read at its q/k/v and mapped to its input through the
+  norm's vjp) against ``model.trace`` of the clean text, same model, same process, timed
+  alternately. Target: <= 3x.
 - ``method="eap-ig"`` with 5 steps (one forward and backward of the 5 interpolated copies as
   a batch), against the same trace. Target: <= 12x.
-- EAP-IG's gradients read at each head's projection and mapped to its input by one batched
-  vjp of the norm (what it does) against a normed copy of the stream per head (before),
-  5 steps, same context, timed alternately: the ratio is after / before.
+- Both rows also give the CPU seconds of the process (all its threads) in the same runs,
+  ``cpu_ratio`` = ours / the trace's: on a shared machine less disturbed than wall time.
+- EAP's and EAP-IG's gradients read at each head's projection and mapped to its input
+  through the norm's vjp (what they do) against a normed copy of the stream per head
+  (before), same context, timed alternately: the ratio is after / before.
 - Exact edge patching's rate in edges per second (160 sampled edges, batched per receiving
   group, each batch sharing the clean run below its layer; all 32,491 edges batch better)
   against TransformerLens 4.3 hooks (8 of those edges), timed alternately in the same
@@ -23,6 +26,7 @@ vocabulary; --quick: 2 x 4 x 64) at 64 tokens, CPU (and the GPU when there is on
 from __future__ import annotations
 
 import random
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -116,6 +120,16 @@ def _tl_runner(folder: str, clean: str, corrupted: str, pairs, graph):
     return lambda: [one(s, r) for s, r in pairs]
 
 
+def _cpu_timed(fn, seconds: list[float]):
+    """fn, appending the process's CPU seconds (all threads) of each call to ``seconds``."""
+    def call():
+        t0 = time.process_time()
+        out = fn()
+        seconds.append(time.process_time() - t0)
+        return out
+    return call
+
+
 def run(quick: bool = False) -> list[dict]:
     repeat = 2 if quick else 5
     n_exact, n_peer = (40, 6) if quick else (160, 8)
@@ -140,21 +154,27 @@ def run(quick: bool = False) -> list[dict]:
                     return model.edge_attribution(clean, corrupted, method=method, steps=5)
 
                 n_edges = len(attribution().edges)
-                ours, peer = paired(attribution, trace, repeat, device)
+                cpu = ([], [])  # CPU seconds of each call, warm-up first
+                ours, peer = paired(_cpu_timed(attribution, cpu[0]), _cpu_timed(trace, cpu[1]),
+                                    repeat, device)
+                ours_cpu, peer_cpu = (statistics.median(c[1:]) for c in cpu)
                 name = f"edge_attribution {method}" + (" (5 steps)" if method == "eap-ig"
                                                         else "")
                 rows.append(ratio_row(f"{name}, {shape}, {tokens} tokens", ours, peer,
                                       "our plain trace, same input", device, target=target,
-                                      model=label, edges=n_edges))
+                                      model=label, edges=n_edges, cpu_s=ours_cpu,
+                                      cpu_ratio=ours_cpu / peer_cpu))
 
             ctx = E.prepare(model, clean, corrupted, None, None, None)
-            after, before = paired(lambda ctx=ctx: E.gradient_scores(ctx, 5, projected=True),
-                                   lambda ctx=ctx: E.gradient_scores(ctx, 5, projected=False),
-                                   repeat, device)
-            rows.append(ratio_row(f"EAP-IG gradients at the projections, {shape}, {tokens} "
-                                  "tokens, 5 steps", after, before,
-                                  "a normed copy of the stream per head", device,
-                                  model=label))
+            for steps, what in ((1, "EAP"), (5, "EAP-IG")):
+                after, before = paired(
+                    lambda ctx=ctx, s=steps: E.gradient_scores(ctx, s, projected=True),
+                    lambda ctx=ctx, s=steps: E.gradient_scores(ctx, s, projected=False),
+                    repeat, device)
+                rows.append(ratio_row(f"{what} gradients at the projections, {shape}, {tokens} "
+                                      f"tokens, {steps} step{'s' if steps > 1 else ''}", after,
+                                      before, "a normed copy of the stream per head", device,
+                                      model=label))
             valid = [(int(s), int(r)) for s, r in zip(*ctx.graph.valid.nonzero())]
             pairs = random.Random(0).sample(valid, min(n_exact, len(valid)))
             name = f"exact edge patching, {shape}, {tokens} tokens (seconds per edge)"

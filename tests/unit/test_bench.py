@@ -173,6 +173,9 @@ def test_edges():
     names = [r["name"] for r in rows]
     assert any("eap," in n for n in names) and any("eap-ig (5 steps)" in n for n in names)
     assert any(n.startswith("EAP-IG gradients at the projections") for n in names)
+    assert any(n.startswith("EAP gradients at the projections") for n in names)
+    methods = [r for r in rows if r["name"].startswith("edge_attribution")]
+    assert len(methods) == 2 and all(r["cpu_ratio"] > 0 for r in methods)  # CPU s, same runs
     exact = [r for r in rows if r["name"].startswith("exact edge patching")]
     assert exact and all(r["edges_per_s"] > 0 for r in exact)
     assert exact[0]["peer_edges_per_s"] > 0  # TransformerLens hooks, same process
