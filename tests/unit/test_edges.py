@@ -223,6 +223,27 @@ def test_gradients_at_projections_equal_per_head_copies(tmp_path, gpt2, family, 
                                    err_msg=m)
 
 
+def test_heads_recomputed_where_the_models_qkv_is_not_the_projection(gpt2, monkeypatch):
+    """A q (k, v) that is not h W + b at the last position (a model scaling q before
+    attention, say) is not where the zeros go: the heads' projections are recomputed, with
+    the same scores as the zeros on GPT-2's own q, k, v (that check forced to fail), float32
+    both sides."""
+    from viz_core.analysis import edge_graph as G
+
+    torch.manual_seed(0)
+    h, W, b = torch.randn(1, 5, 8), torch.randn(2, 3, 8), torch.randn(2, 3)
+    y = torch.einsum("btd,hed->bhte", h, W) + b[None, :, None]
+    assert G._is_projection(y, h, W, b) and not G._is_projection(2 * y, h, W, b)
+    ref = {m: gpt2.edge_attribution(GPT2_CLEAN, GPT2_CORRUPTED, method=m, steps=3)
+           for m in ("eap", "eap-ig")}
+    monkeypatch.setattr(G, "_is_projection", lambda *args: False)
+    for m, r in ref.items():
+        a = gpt2.edge_attribution(GPT2_CLEAN, GPT2_CORRUPTED, method=m, steps=3)
+        scale = np.abs(r.edges["score"]).max()
+        np.testing.assert_allclose(a.edges["score"], r.edges["score"], atol=1e-5 * scale,
+                                   err_msg=m)
+
+
 def test_norm_vjp_in_closed_form_equals_autograds(tmp_path, monkeypatch):
     """The heads' input gradients through the norm's closed-form vjp (from its NormSpec,
     the copies summed before the projection) equal autograd's vjp of the model's own norm

@@ -259,8 +259,9 @@ class Pass:
         H, G = hw.n_heads, hw.W_K.shape[0]
 
         def projected(which, read, g, W, given):
-            if _plain(hw, which):  # the model's own q (k, v) is h W + b: the zero goes there
-                bias = (hw.b_Q, hw.b_K, hw.b_V)[which]
+            bias = (hw.b_Q, hw.b_K, hw.b_V)[which]
+            if _plain(hw, which) and _is_projection(given, read.h, W, bias):
+                # the model's own q (k, v) is h W + b: the zero goes there
                 z = self.plan.head_zero(g, which, given, bias, W, read)
                 return given if z is None else given + z.to(given.dtype)
             y = torch.einsum("btd,hed->bhte", read.h, W.to(read.h.dtype))  # (B, heads, T, e)
@@ -315,6 +316,19 @@ def _plain(hw, which: int) -> bool:
     """Whether q (which 0), k (1) or v (2) is the projection and its bias alone (no per-head
     norm, no rotation): then the model's own tensor is the head's h W + b."""
     return (hw.q_norm, hw.k_norm, None)[which] is None and (which == 2 or hw.rotate is None)
+
+
+def _is_projection(given: torch.Tensor, h: torch.Tensor, W: torch.Tensor,
+                   bias: torch.Tensor | None) -> bool:
+    """Whether the model's q (k, v) (B, heads, T, e) is h W + bias, checked at the last
+    position (a 1/T share of the projection): else the heads' are recomputed (as exact
+    patching does), so the gradients stay those of the graph's function."""
+    with torch.no_grad():
+        y = torch.einsum("bd,hed->bhe", h[:, -1].float(), W.float())
+        if bias is not None:
+            y = y + bias.float()
+        tol = (1e-4 if given.dtype == torch.float32 else 2e-2) * (1 + float(y.abs().max()))
+        return bool((given[:, :, -1].float() - y).abs().max() <= tol)
 
 
 def _finish(hw, which: int, y: torch.Tensor) -> torch.Tensor:
