@@ -125,6 +125,11 @@ def open_head(name: str) -> None:
     found = head_of(name)
     if found:
         st.session_state.update(qk_block=found[0], qk_head=found[1], tab=_(QK_TAB))
+        clean = st.session_state.get("circ_clean")
+        if clean and clean != st.session_state.get("text"):
+            # the head opens on the circuit's clean text (the sidebar takes it before its
+            # box is drawn), and coming back keeps this pair
+            st.session_state.update(_open_text=clean, circ_source=clean)
         st.switch_page("pages/heads_matter.py")
 
 

@@ -165,6 +165,8 @@ def sidebar() -> Selection:
         if st.session_state.get("_text_model") != name:
             st.session_state["_text_model"] = name
             st.session_state["text"] = state.url_text("text", examples[0] if examples else "")
+        if "_open_text" in st.session_state:  # a page opened on another text (ui.circuits)
+            st.session_state["text"] = st.session_state.pop("_open_text")
         state.widget_default("text", state.url_text("text", ""), typed=True)
         state.clean_state("text", N_("input text"))
         st.text_area(_("Input text"), st.session_state.text, key="text",

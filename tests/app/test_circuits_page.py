@@ -74,6 +74,13 @@ def test_a_picked_head_opens_on_which_heads_matter():
     no_errors(at)
     assert at.title[0].value == "Which heads matter"
     assert at.session_state["qk_block"] == "decoder.1.self" and at.session_state["qk_head"] == 0
+    # on the circuit's clean text, not the sidebar's example; back on Circuits, the same pair
+    assert at.text_area(key="text").value == CLEAN
+    assert at.query_params["text"] in (CLEAN, [CLEAN])
+    at.switch_page("pages/circuits.py").run()
+    no_errors(at)
+    assert at.session_state["circ_clean"] == CLEAN
+    assert at.session_state["circ_corrupt"] == CORRUPTED
 
 
 @pytest.mark.parametrize("method", ["eap", "eap-ig", "exact"])

@@ -120,6 +120,7 @@ def test_circuits_page_draws_and_a_head_click_opens_it(app_server, chromium_brow
     params = urllib.parse.parse_qs(urllib.parse.urlsplit(page.url).query)
     assert params["tab"] == ["qk"] and params["qk_block"] == ["decoder.1.self"]
     assert params["qk_head"] == ["0"]
+    assert params["text"] == [CIRCUIT_CLEAN]  # the circuit's clean text, not the sidebar's
     assert page.locator("[data-testid='stException']").count() == 0
     assert not real_errors(errors), errors
     page.close()
