@@ -47,8 +47,11 @@ import torch
 from viz_core.i18n import N_
 
 from ..errors import InputError
+from ..loading.footprint import free_memory
 from ..model.choices import EdgeMethod, choose
 from .edge_graph import CHUNK_BYTES, Context, Graph, Group, Pass, Plan, prepare
+
+GRADIENT_HEADROOM = 0.5  # the share of the free memory one copy's gradient pass may take
 
 
 # ---- the plans -----------------------------------------------------------------------------
@@ -267,6 +270,21 @@ def _check_model(model) -> None:
                            "lead to; use activation patching (model.patch)."), name=name)
 
 
+def check_gradient_memory(model, ctx: Context) -> None:
+    """One copy's gradient pass keeps every layer's activations (the attention weights grow
+    with the square of the length): refuse in one line what would not fit in the free memory
+    of the model's device, rather than have the process that serves every session killed."""
+    need = 4 * ctx.width_per_copy() * max(1, len(ctx.layers))
+    device = torch.device(getattr(model, "device", None) or "cpu")
+    gpu, host = free_memory(device)
+    free = gpu if device.type == "cuda" else host
+    if free and need > GRADIENT_HEADROOM * free:
+        raise InputError(N_("Edge attribution's gradient pass on this pair needs about "
+                            "{need:.1f} GB and this machine has {free:.1f} GB free: shorten "
+                            "the pair (the attention weights grow with the square of its "
+                            "length)."), need=need / 2**30, free=free / 2**30)
+
+
 def _chunk(ctx: Context) -> int:
     return max(1, CHUNK_BYTES // (4 * ctx.width_per_copy()))
 
@@ -452,6 +470,7 @@ def edge_attribution(model, clean: str, corrupted: str, *, target: str | None = 
     if method == "exact":
         scores = exact_scores(ctx)
     else:
+        check_gradient_memory(model, ctx)
         scores = gradient_scores(ctx, int(steps) if method == "eap-ig" else 1)
     s = ctx.subject
     return EdgeAttribution(edges=_frame(ctx.graph, scores), method=method,
