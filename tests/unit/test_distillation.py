@@ -219,7 +219,7 @@ def shipped(tmp_path_factory):
     arch, training = card["architecture"], card["training"]
     recipe = distil.Recipe(layers=arch["layers"], width=arch["d_model"], heads=arch["heads"],
                            ffn=arch["d_ff"], head_hidden=training["head_hidden"],
-                           seed=card["seed"])
+                           head_all_layers=training["head_all_layers"], seed=card["seed"])
     untrained, untrained_map = distil.student_model(teacher.hf_model, recipe)
     folder = distil.save(untrained, untrained_map, teacher.tokenizer,
                          tmp_path_factory.mktemp("untrained"))
@@ -267,8 +267,10 @@ def test_shipped_student_attention_kl_is_5x_below_the_untrained_one(shipped, whi
 
 def test_shipped_student_embeddings_are_close_to_the_teachers(shipped):
     """Mean-pooled sentence embeddings (the student's through its sentence head) on held-out
-    sentences: >= 0.9 on the toy grammar. The documentation's sentences are harder for a
-    120-wide student trained in minutes (its card reports them): >= 0.7 there."""
+    sentences, recomputed here: >= 0.9 on the toy grammar. The documentation's sentences are
+    harder for a 120-wide student trained in ten minutes on a few thousand sentences: the
+    issue's 0.9 is not met there (0.83 on all 58 in the card, 0.76 before the recipe of
+    distil's docstring); >= 0.8 checks the shipped recipe's level."""
     from viz_core.training import distil
 
     teacher, student = shipped["teacher"], shipped["student"]
@@ -279,5 +281,25 @@ def test_shipped_student_embeddings_are_close_to_the_teachers(shipped):
         teacher.hf_model, shipped["untrained"].hf_model, teacher.tokenizer,
         distil.load_projection(shipped["untrained_folder"]), shipped["sets"]["toy"])
     assert cos["toy"] >= 0.9, cos
-    assert cos["prose"] >= 0.7, cos
+    assert cos["prose"] >= 0.8, cos
     assert untrained < 0.7  # the test can fail: an untrained student is far off
+
+
+def test_training_text_reads_strings_comments_and_messages(tmp_path):
+    """shipped_texts' sources: a Python file's strings (indentation removed, as docstrings
+    are) and its comments (consecutive lines joined), and a gettext template's msgids."""
+    from viz_core.training import distil
+
+    code = tmp_path / "m.py"
+    code.write_text('"""A module docstring.\n\n    Indented like a docstring body."""\n'
+                    "# first comment line\n# and its second line\nx = 1\n"
+                    "y = 'a string with spaces'  # a trailing comment\nz = 'word'\n",
+                    encoding="utf-8")
+    assert distil.code_prose(code) == [
+        "A module docstring.\n\nIndented like a docstring body.", "a string with spaces",
+        "first comment line and its second line", "a trailing comment"]
+    pot = tmp_path / "m.pot"
+    pot.write_text('msgid ""\nmsgstr ""\n"Project-Id-Version: X\\n"\n\n'
+                   'msgid "One message."\nmsgstr ""\n\n'
+                   'msgid ""\n"Two lines, "\n"\\"quoted\\"."\nmsgstr ""\n', encoding="utf-8")
+    assert distil.pot_messages(pot) == ["", "One message.", 'Two lines, "quoted".']
