@@ -269,8 +269,8 @@ def test_shipped_student_embeddings_are_close_to_the_teachers(shipped):
     """Mean-pooled sentence embeddings (the student's through its sentence head) on held-out
     sentences, recomputed here: >= 0.9 on the toy grammar. The documentation's sentences are
     harder for a 120-wide student trained in ten minutes on a few thousand sentences: the
-    issue's 0.9 is not met there (0.83 on all 58 in the card, 0.76 before the recipe of
-    distil's docstring); >= 0.8 checks the shipped recipe's level."""
+    issue's 0.9 is not met there (the card gives the figure on all of them, and distil's
+    docstring what each part of the recipe bought); >= 0.8 checks the shipped recipe's level."""
     from viz_core.training import distil
 
     teacher, student = shipped["teacher"], shipped["student"]
