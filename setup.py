@@ -44,6 +44,7 @@ setup(
         APP: ["assets/*", ".streamlit/config.toml", "deploy/nginx.conf.template"],
         "viz_core.checkpoints": ["*/*.json", "*/*.safetensors"],
         "viz_core.locale": ["*/LC_MESSAGES/*.po"],
+        "viz_core.training": ["student_text.json.gz"],  # minilm-student's frozen English
     },
     include_package_data=False,
     cmdclass={"build_py": BuildPy},

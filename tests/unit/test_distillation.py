@@ -254,6 +254,30 @@ def test_held_out_sentences_were_never_trained_on(shipped):
     assert not set(prose) & set(distil.prose_sentences("train"))
 
 
+def test_the_english_is_read_from_its_frozen_file(tmp_path, monkeypatch):
+    """make checkpoints trains on viz_core/training/student_text.json.gz, not on the tree's
+    English of the day (which every edit changes): the file round-trips byte-stably, the
+    splits are the hash's, and prose_sentences reads the file, not the tree."""
+    from viz_core.tasks.common import is_held_out
+    from viz_core.training import distil
+
+    shipped = distil.frozen_text()
+    assert shipped and set(shipped) == {"train", "test", "train_docs"}
+    assert all(is_held_out(s, distil.PROSE_HELD_OUT_PERCENT) for s in shipped["test"])
+    assert not set(shipped["test"]) & set(shipped["train"])
+    assert set(shipped["train_docs"]) <= set(shipped["train"])
+    assert distil.prose_sentences("train") == shipped["train"]
+    assert distil.prose_sentences("train", docs_only=True) == shipped["train_docs"]
+    a, b = distil.freeze_text(tmp_path / "a.json.gz"), distil.freeze_text(tmp_path / "b.json.gz")
+    assert a.read_bytes() == b.read_bytes()  # byte-stable
+    live = distil.frozen_text(a)
+    assert live["test"] == distil.prose_sentences("test", live=True)
+    monkeypatch.setattr(distil, "TEXT_FILE", a)
+    assert distil.prose_sentences("test") == live["test"]
+    monkeypatch.setattr(distil, "TEXT_FILE", tmp_path / "none.json.gz")  # no file: the tree
+    assert distil.prose_sentences("train") == distil.prose_sentences("train", live=True)
+
+
 @pytest.mark.parametrize("which", ["toy", "prose"])
 def test_shipped_student_attention_kl_is_5x_below_the_untrained_one(shipped, which):
     texts = shipped["sets"][which]

@@ -66,6 +66,8 @@ from __future__ import annotations
 
 import argparse
 import ast
+import gzip
+import hashlib
 import inspect
 import io
 import json
@@ -95,6 +97,7 @@ PROSE_FILES = ("README.md", "docs/ARCHITECTURE.md", "docs/ATLAS.md")
 PROSE_HELD_OUT_PERCENT = 20
 CODE_DIRS = ("viz_core", "attention_lab", "pages", "tests", "bench", "docs")
 OTHER_PROSE = ("tests/README.md", "deploy/README.md")
+TEXT_FILE = Path(__file__).with_name("student_text.json.gz")  # frozen_text()
 PROJECTION = "projection.safetensors"  # WidthMap: W_h and the sentence head
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 EXAMPLES = ["the small black cats eat the cake", "she does not want a green apple",
@@ -184,12 +187,40 @@ def shipped_texts() -> list[str]:
     return out + [(ROOT / n).read_text(encoding="utf-8") for n in OTHER_PROSE if (ROOT / n).is_file()]
 
 
-def prose_sentences(split: str, docs_only: bool = False) -> list[str]:
+def frozen_text(path: Path | None = None) -> dict[str, list[str]] | None:
+    """The English the shipped student was trained and measured on, frozen in TEXT_FILE
+    ({"train": ..., "test": ..., "train_docs": ...}), or None where there is none. The
+    repository's English changes with every edit; reading this file instead is what makes
+    `make checkpoints` give the shipped weights again on a later tree (and an installed
+    wheel, which has no README, its held-out sentences)."""
+    path = TEXT_FILE if path is None else Path(path)
+    if not path.is_file():
+        return None
+    return json.loads(gzip.decompress(path.read_bytes()).decode("utf-8"))
+
+
+def freeze_text(path: Path | None = None) -> Path:
+    """Write this tree's English (prose_sentences read live) to TEXT_FILE, byte-stable
+    (sorted keys, no gzip time stamp): `python -m viz_core.training.distil --freeze-text`."""
+    path = TEXT_FILE if path is None else Path(path)
+    text = {"train": prose_sentences("train", live=True),
+            "test": prose_sentences("test", live=True),
+            "train_docs": prose_sentences("train", docs_only=True, live=True)}
+    data = json.dumps(text, ensure_ascii=False, sort_keys=True, indent=0).encode("utf-8")
+    path.write_bytes(gzip.compress(data, mtime=0))
+    return path
+
+
+def prose_sentences(split: str, docs_only: bool = False, live: bool = False) -> list[str]:
     """English sentences of the project's documentation (README.md, docs/*.md) and, for
     training, of the rest of the English it ships (shipped_texts). Split by a hash of the
     sentence (tasks.common.is_held_out): "test" is a fixed 20%, of the documentation files
     only; "train" is the rest of every source, so a held-out sentence is never trained on,
-    wherever else it appears."""
+    wherever else it appears. Read from the frozen TEXT_FILE unless ``live`` (or there is
+    none): see frozen_text."""
+    frozen = None if live else frozen_text()
+    if frozen is not None:
+        return list(frozen["train_docs" if split == "train" and docs_only else split])
     texts = [(ROOT / n).read_text(encoding="utf-8") for n in PROSE_FILES if (ROOT / n).is_file()]
     if split == "train" and not docs_only:
         texts += shipped_texts()
@@ -614,6 +645,9 @@ def card_for(result: dict, recipe: Recipe, metrics: dict, out: Path) -> dict:
                           "locale/attention_lab.pot's messages and of the other READMEs; "
                           f"{PROSE_HELD_OUT_PERCENT}% of the documentation's held out by a "
                           "hash of the sentence, never trained on from any file",
+                 "frozen": {"file": f"viz_core/training/{TEXT_FILE.name}",
+                            "sha256": hashlib.sha256(TEXT_FILE.read_bytes()).hexdigest()
+                            if TEXT_FILE.is_file() else None},
                  "train_sentences": result["sizes"]},
         "metrics": metrics,
         "architecture": {"layers": recipe.layers, "heads": recipe.heads,
@@ -636,9 +670,14 @@ def card_for(result: dict, recipe: Recipe, metrics: dict, out: Path) -> dict:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=f"checkpoints/{NAME}")
+    ap.add_argument("--freeze-text", action="store_true",
+                    help=f"write this tree's English to {TEXT_FILE.name} and stop")
     for f, default in asdict(Recipe()).items():
         ap.add_argument("--" + f.replace("_", "-"), type=type(default), default=default)
     a = vars(ap.parse_args(argv))
+    if a.pop("freeze_text"):
+        print(f"wrote {freeze_text()}")
+        return
     out = Path(a.pop("out"))
     recipe = Recipe(**a)
     result = distil(recipe)
