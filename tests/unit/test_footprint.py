@@ -41,7 +41,6 @@ def test_placement_refuses_what_the_machine_cannot_hold(weights, device, gpu, ho
 
 def test_loading_refuses_with_sizes_before_reading_weights(tiny_models, monkeypatch):
     _, path = tiny_models.load("gpt2")
-    monkeypatch.setattr(footprint, "free_memory", lambda device: (0, 1000))
     from viz_core.loading import hf as hf_load
 
     monkeypatch.setattr(hf_load, "free_memory", lambda device: (0, 1000))

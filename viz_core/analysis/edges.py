@@ -46,8 +46,8 @@ import torch
 
 from viz_core.i18n import N_
 
+from ..capture.device import free_memory
 from ..errors import InputError
-from ..loading.footprint import free_memory
 from ..model.choices import EdgeMethod, choose
 from .edge_graph import CHUNK_BYTES, Context, Graph, Group, Pass, Plan, prepare
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 from viz_core.i18n import N_
@@ -56,3 +58,15 @@ def pick_dtype(dtype: Dtype | torch.dtype | None, device: torch.device) -> torch
         raise InputError(N_("dtype {dtype!r} is not one of auto, {join}"),
                             dtype=dtype, join=', '.join(DTYPES))
     return DTYPES[name]
+
+
+def free_memory(device: torch.device) -> tuple[int, int]:
+    """(free bytes on the device, or 0 for the CPU; free host bytes)."""
+    try:
+        import psutil
+
+        host = int(psutil.virtual_memory().available)
+    except ImportError:  # pragma: no cover - psutil ships with the dev tools
+        host = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    gpu = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else 0
+    return gpu, host

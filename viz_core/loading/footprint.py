@@ -86,18 +86,6 @@ def estimate(name: str, dtype: Dtype = "auto", device: str = "auto") -> Footprin
     return Footprint(n, n * per, str(torch_dtype).removeprefix("torch."))
 
 
-def free_memory(device: torch.device) -> tuple[int, int]:
-    """(free bytes on the device, or 0 for the CPU; free host bytes)."""
-    try:
-        import psutil
-
-        host = int(psutil.virtual_memory().available)
-    except ImportError:  # pragma: no cover - psutil ships with the dev tools
-        host = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    gpu = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else 0
-    return gpu, host
-
-
 def placement(weights: int, device_type: str, gpu_free: int, host_free: int) -> str:
     """"device" (load it there), "device_map" (GPU + host through accelerate), or raise."""
     if device_type == "cuda":

@@ -16,10 +16,10 @@ from viz_core.i18n import N_
 
 from ..backends.families import family_for
 from ..backends.hf import HFModel
-from ..capture.device import pick_device, pick_dtype
+from ..capture.device import free_memory, pick_device, pick_dtype
 from ..capture.recorder import register_with_transformers
 from ..errors import ModelLoadError
-from .footprint import estimate, free_memory, placement
+from .footprint import estimate, placement
 
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
 
