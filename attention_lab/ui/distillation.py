@@ -141,14 +141,14 @@ def teacher_and_student(sel) -> None:
     mapping = _mapping(depth)
     measures = list(vc.distillation.MEASURES)
     measure = url_select(_("Measure"), "dist_measure", measures,
-                         format_func=vc.distillation.MEASURE_LABELS.get)
+                         format_func=lambda m: _(vc.distillation.MEASURE_LABELS[m]))
     with st.spinner(_("Comparing every student layer with every teacher layer…")), \
             reported(_("comparing the teacher and the student")):
         result = _compare(teacher, student, sel.device, tuple(texts), mapping)
     state.show_notices()
     for note in result.notes():
         st.caption(literal(translated(note)))
-    label = vc.distillation.MEASURE_LABELS[measure]
+    label = _(vc.distillation.MEASURE_LABELS[measure])
     chart(layer_map_figure(
         result.matrix(measure), result.mapping, measure=label, teacher=teacher,
         student=student, title=_("{label}, {n_texts} text(s): student × teacher layers").format(
@@ -182,7 +182,8 @@ def _pair_view(sel, teacher: str, student: str, result) -> None:
 
     def name(p: int) -> str:
         s, t = divmod(p, n_t)
-        return f"student {s} ↔ teacher {t}" + ("  (mapped)" if p in mapped else "")
+        return (_("student {s} ↔ teacher {t}").format(s=s, t=t)
+                + (_(" (mapped)") if p in mapped else ""))
     st.markdown(_("**One pair, on the input text**"))
     c1, c2 = st.columns([3, 2])
     pick = url_select(_("Pair"), "dist_pair", pairs, min(mapped), format_func=name, container=c1)

@@ -52,12 +52,12 @@ MEASURES = ("attention_kl", "attention_kl_heads", "score_mse", "value_relation_k
             "hidden_mse")
 MAPPINGS = ("uniform", "last")
 # What a measure means, for tables and figure titles.
-MEASURE_LABELS = {
-    "attention_kl": "attention KL (head mean)",
-    "attention_kl_heads": "attention KL (per head)",
-    "score_mse": "score MSE",
-    "value_relation_kl": "value-relation KL",
-    "hidden_mse": "hidden-state MSE",
+MEASURE_LABELS = {  # msgids: shown through _()
+    "attention_kl": N_("attention KL (head mean)"),
+    "attention_kl_heads": N_("attention KL (per head)"),
+    "score_mse": N_("score MSE"),
+    "value_relation_kl": N_("value-relation KL"),
+    "hidden_mse": N_("hidden-state MSE"),
 }
 STACKS = {"encoder-only": "encoder", "decoder-only": "decoder"}
 MAX_TEXTS = 256

@@ -87,10 +87,10 @@ def pair_maps_figure(tokens: Sequence[str], teacher_map: np.ndarray, student_map
     span = float(np.abs(diff).max(initial=0.0)) or 1e-6
     fig = make_subplots(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.03,
                         subplot_titles=[plot_text(teacher_label), plot_text(student_label),
-                                        "student − teacher"])
-    for col, (z, axis, name) in enumerate(((t, "coloraxis", "teacher"),
-                                           (s, "coloraxis", "student"),
-                                           (diff, "coloraxis2", "difference")), start=1):
+                                        _("student − teacher")])
+    for col, (z, axis, name) in enumerate(((t, "coloraxis", _("teacher")),
+                                           (s, "coloraxis", _("student")),
+                                           (diff, "coloraxis2", _("difference"))), start=1):
         fig.add_trace(go.Heatmap(
             z=z, x=labels, y=labels, coloraxis=axis, name=name,
             hovertemplate=f"{name}: %{{y}} → %{{x}}: %{{z:.3f}}<extra></extra>"),
