@@ -227,7 +227,8 @@ def shipped(tmp_path_factory):
     return {"card": card, "folder": CHECKPOINTS / "minilm-student", "teacher": teacher,
             "student": vc.load("minilm-student", "cpu"),
             "untrained": vc.load(str(folder), "cpu"), "untrained_folder": folder,
-            "sets": {"toy": sets["toy"], "prose": sets["prose"][:32]}}
+            "sets": {"toy": sets["toy"], "prose": sets["prose"][:32]},
+            "all_prose": sets["prose"]}
 
 
 def test_shipped_student_is_a_small_bert_with_the_teachers_tokenizer(shipped):
@@ -290,22 +291,23 @@ def test_shipped_student_attention_kl_is_5x_below_the_untrained_one(shipped, whi
 
 
 def test_shipped_student_embeddings_are_close_to_the_teachers(shipped):
-    """Mean-pooled sentence embeddings (the student's through its sentence head) on held-out
-    sentences, recomputed here: >= 0.9 on the toy grammar. The documentation's sentences are
-    harder for a 120-wide student trained in ten minutes on a few thousand sentences: the
-    issue's 0.9 is not met there (the card gives the figure on all of them, and distil's
-    docstring what each part of the recipe bought); >= 0.8 checks the shipped recipe's level."""
+    """Mean-pooled sentence embeddings (the student's through its sentence head) against the
+    teacher's on held-out sentences, recomputed here: the issue's >= 0.9 on the toy grammar's
+    sentences and on every held-out documentation sentence; and the same student before
+    training (with its head before training) far below."""
     from viz_core.training import distil
 
     teacher, student = shipped["teacher"], shipped["student"]
     fit = distil.load_projection(shipped["folder"])
+    sets = {"toy": shipped["sets"]["toy"], "prose": shipped["all_prose"]}
     cos = {k: distil.embedding_cosine(teacher.hf_model, student.hf_model, teacher.tokenizer,
-                                      fit, v) for k, v in shipped["sets"].items()}
+                                      fit, v) for k, v in sets.items()}
     untrained = distil.embedding_cosine(
         teacher.hf_model, shipped["untrained"].hf_model, teacher.tokenizer,
-        distil.load_projection(shipped["untrained_folder"]), shipped["sets"]["toy"])
+        distil.load_projection(shipped["untrained_folder"]), sets["prose"])
+    assert len(sets["prose"]) == shipped["card"]["metrics"]["held_out"]["prose"]
     assert cos["toy"] >= 0.9, cos
-    assert cos["prose"] >= 0.8, cos
+    assert cos["prose"] >= 0.9, cos
     assert untrained < 0.7  # the test can fail: an untrained student is far off
 
 
