@@ -82,6 +82,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import copy
 import gzip
 import hashlib
 import inspect
@@ -452,7 +453,7 @@ def distil(recipe: Recipe, progress: bool = True) -> dict:
     student, fit = student_model(teacher, recipe)
     untrained = (json.loads(json.dumps(student.config.to_dict())),
                  {k: v.clone() for k, v in student.state_dict().items()},
-                 {k: v.clone() for k, v in fit.state_dict().items()})  # the head before training
+                 copy.deepcopy(fit))  # the sentence head before training
     mapping = uniform_mapping(recipe.layers, teacher.config.num_hidden_layers)
     toy = toy_sentences("train", recipe.n_toy, recipe.seed)
     prose = base = prose_sentences("train")
@@ -539,7 +540,7 @@ def load_projection(folder) -> WidthMap:
 
 @torch.no_grad()
 def sentence_embeddings(model, tokenizer, texts: list[str], fit: WidthMap | None = None,
-                        batch_size: int = 48) -> torch.Tensor:
+                        batch_size: int = 32) -> torch.Tensor:
     """Mean-pooled last hidden states over the real tokens (all-MiniLM-L6-v2's pooling); a
     student's through its width map's sentence head: (n, d_teacher)."""
     out = []
@@ -597,13 +598,10 @@ def evaluate(result: dict, out: Path) -> dict:
     open_policy = Policy()
     teacher_vc = load(TEACHER, "cpu", policy=open_policy)
     trained_vc = load(str(out), "cpu", policy=open_policy)
-    config, state, fit_state = result["untrained"]
+    config, state, untrained_map = result["untrained"]
     untrained = BertModel(BertConfig.from_dict(config))
     untrained.load_state_dict(state)
     untrained.eval()
-    untrained_map = WidthMap(result["fit"].linear.in_features, result["fit"].linear.out_features,
-                             result["fit"].mlp[0].out_features, result["fit"].inputs)
-    untrained_map.load_state_dict(fit_state)
     with tempfile.TemporaryDirectory() as tmp:  # the student and its head before training
         save(untrained, untrained_map, result["tokenizer"], Path(tmp))
         untrained_vc = load(tmp, "cpu", policy=open_policy)
