@@ -404,6 +404,30 @@ def test_show_draws_the_graph(native):
     assert fig.layout.yaxis2.ticktext  # decoder tokens on the right axis
 
 
+def test_route_hover_names_each_edges_heads(native):
+    """The hover text of every route edge names its heads as flow.heads has them (the share
+    >= 5%, at most 4, largest first), and its click data the largest head: against a groupby
+    of flow.heads written out here."""
+    flow = information_flow(native("lm"), NATIVE_TEXT, threshold=0.01)
+    route = flow.routes(0.01, by_head=False)
+    route = route[route.kind != "mlp"]
+    fig = flow.show(threshold=0.01)
+    edges = next(t for t in fig.data if t.name == "edges")
+    assert len(edges.customdata) == len(route) > 5
+    assert {"attention", "residual"} <= set(route.kind)
+    for kind, text, (block, head, src, tgt) in zip(route.kind, edges.text, edges.customdata):
+        rows = flow.heads[(flow.heads.block == block) & (flow.heads.source_position == src)
+                          & (flow.heads.target_position == tgt)]
+        rows = rows.sort_values("share", ascending=False)
+        assert head == (int(rows["head"].iloc[0]) if len(rows) else -1)
+        if kind == "residual":  # drawn under the attention edge p -> p: the same click data
+            assert "heads:" not in text
+            continue
+        top = rows[rows.share >= 0.05].head(4)
+        want = ", ".join(f"h{int(h)} {s:.0%}" for h, s in zip(top["head"], top["share"]))
+        assert text.endswith(f"<br>heads: {want}"), (text, want)
+
+
 def test_model_methods(native):
     """Both are analyses of the registry: methods of every loaded model (guarded)."""
     model = native("lm")

@@ -74,18 +74,29 @@ def _xy(frame: pd.DataFrame, index: dict, end: str) -> tuple[np.ndarray, np.ndar
     return x, frame[f"{end}_position"].to_numpy(np.float64)
 
 
-def _top_heads(flow: InformationFlow) -> dict:
-    """(block, source, target) -> (best head, "h3 62%, h0 30%" hover text)."""
-    if flow.heads.empty:
+def _top_heads(flow: InformationFlow, edges: pd.DataFrame) -> dict:
+    """(block, source, target) -> (best head, "h3 62%, h0 30%" hover text), for the attention
+    edges of ``edges`` (the routes: only their hover text shows the heads). One pass over the
+    heads of those edges: a long input has tens of thousands of edges."""
+    if flow.heads.empty or edges.empty:
         return {}
-    out = {}
+    keys = ["block", "source_position", "target_position"]
+    wanted = pd.MultiIndex.from_frame(edges[keys].astype({k: int for k in keys[1:]}))
     ordered = flow.heads.sort_values("share", ascending=False)
-    for key, rows in ordered.groupby(["block", "source_position", "target_position"],
-                                     sort=False):
-        shown = rows[rows.share >= 0.05].head(4)
-        text = ", ".join(f"h{int(h)} {s:.0%}" for h, s in zip(shown["head"], shown["share"]))
-        out[key] = (int(rows["head"].iloc[0]), text)
-    return out
+    ordered = ordered[pd.MultiIndex.from_frame(
+        ordered[keys].astype({k: int for k in keys[1:]})).isin(wanted)]
+    out: dict = {}
+    shown: dict = {}
+    for block, src, tgt, head, share in zip(ordered["block"], ordered["source_position"],
+                                            ordered["target_position"], ordered["head"],
+                                            ordered["share"]):
+        key = (block, int(src), int(tgt))
+        if key not in out:
+            out[key] = int(head)
+            shown[key] = []
+        if share >= 0.05 and len(shown[key]) < 4:
+            shown[key].append(f"h{int(head)} {share:.0%}")
+    return {key: (head, ", ".join(shown[key])) for key, head in out.items()}
 
 
 def _edge_traces(edges: pd.DataFrame, index: dict, colour: str, name: str, route: bool,
@@ -144,7 +155,7 @@ def flow_graph_figure(flow: InformationFlow, *, threshold: float | None = None,
     route = flow.routes(t, by_head=False)
     if len(edges) > MAX_DRAWN:
         edges = edges.nlargest(MAX_DRAWN, "weight")
-    heads = _top_heads(flow)
+    heads = _top_heads(flow, route[route.kind != "mlp"])
     traces = _edge_traces(edges, index, GRAPH_COLOR, "graph", False, heads, flow.tokens)
     traces += _edge_traces(route, index, ROUTE_COLOR, "route", True, heads, flow.tokens)
     on_route = set(zip(route.source_stack, route.source_layer, route.source_point,
