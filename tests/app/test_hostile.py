@@ -37,6 +37,11 @@ NATIVE = vc.shipped_models()[:1]
 EVERY_ENTRY = {"empty", "huge", "control", "surrogate", "oov"}
 THIN_CORPUS = [(c, t) for i, (c, t) in enumerate(CORPUS)
                if c in EVERY_ENTRY or c not in {c2 for c2, _ in CORPUS[:i]}]
+# lm-rope reads lm's very vocabulary (the same vocab.json): what tells the tokenizer's
+# categories apart is lm's to try; lm-rope gets each category once, and every length.
+SAME_VOCAB = {"lm-rope": "lm"}
+FIRSTS = [(c, t) for i, (c, t) in enumerate(CORPUS)
+          if c == "huge" or c not in {c2 for c2, _ in CORPUS[:i]}]
 # URL parameters: the first native model on the attention page; on the home page MiniLM and
 # the models the typed sweep leaves out (the URL's parsing is the same for every model; the
 # typed sweep already loads every other model with every category).
@@ -67,7 +72,8 @@ def test_every_page_answers_hostile_text(page, model):
             assert any("post" in i.value and "norm" in i.value for i in at.info)
         elif page not in ("home", "heads", "atlas"):  # atlas: a message until one is opened
             assert at.get("plotly_chart"), page
-    inputs = CORPUS if model == "minilm" else THIN_CORPUS
+    inputs = (CORPUS if model == "minilm" else FIRSTS if model in SAME_VOCAB else
+              THIN_CORPUS)
     for category, text in inputs:
         at = type_text(at, text)
         assert_answered(at, page, model, category, text)
@@ -75,6 +81,15 @@ def test_every_page_answers_hostile_text(page, model):
         assert at.text_area(key="text").value == expected  # kept literally (cleaned, cut)
     COUNTS[(page, model)] += len(inputs)
     print(f"\n{page}/{model}: {len(inputs)} hostile inputs in {time.monotonic() - start:.1f}s")
+
+
+def test_models_with_a_thinner_sweep_share_their_vocabulary():
+    for model, same in SAME_VOCAB.items():
+        a, b = (vc.load(m, device="cpu").backend for m in (model, same))
+        for vocab in ("src_vocab", "tgt_vocab"):
+            va, vb = getattr(a, vocab), getattr(b, vocab)
+            assert (va and va.to_dict()) == (vb and vb.to_dict()), (model, same, vocab)
+        assert a.max_tokens == b.max_tokens, (model, same)
 
 
 @pytest.mark.parametrize("model", URL_MODELS)

@@ -75,21 +75,6 @@ def settle(page):
     page.wait_for_selector("[data-testid='stStatusWidget']", state="detached", timeout=90_000)
 
 
-def test_every_page_renders_its_charts(app_url, chromium_browser):
-    base, toy = app_url
-    q = urllib.parse.urlencode({"model": toy, "text": "the cat saw the dog"})
-    for name in PAGES:
-        path = "" if name == "home" else name
-        page, errors, _ = open_page(chromium_browser, f"{base}/{path}?{q}")
-        if name != "home":
-            wait_chart(page)
-        settle(page)
-        assert page.locator("[data-testid='stException']").count() == 0, name
-        page.screenshot(path=str(ARTIFACTS / f"page-{name}.png"), full_page=True)
-        assert not real_errors(errors), (name, errors)
-        page.close()
-
-
 def click_point(page, chart_index: int, trace_name: str, customdata):
     """Click the first marker of the named scatter trace (in the chart_index-th chart) whose
     customdata equals `customdata` (None: the first marker)."""

@@ -13,12 +13,14 @@ axis-aligned hulls. The test fails when
   plotting area of a subplot;
 - a text sticks out of the chart's own SVG, or a text marker is cut by its subplot's clip;
 - a button's label is truncated (its text is wider than the room the button gives it);
-- a page raises, or logs a console error or a failed request (the every-page check in a
-  browser, for MiniLM here and not again in test_browser.py).
+- a page raises, or logs a console error or a failed request, or a page that draws its view
+  without a click (CHARTED, a decoder's beam, an encoder's pairs) shows no chart (the
+  every-page check in a browser, not again in test_browser.py).
 
-en-fr is also opened in 简体中文 (?lang=zh, the CJK font of `make system-deps`).
+en-fr is opened in 简体中文 (?lang=zh, the CJK font of `make system-deps`): the English labels
+are MiniLM's and the tiny Llama's, the Chinese ones en-fr's.
 
-For en-fr the Attention page is opened once more on the textbook sentence, whose "it follows
+After en-fr's pages the Attention page is opened once more on the textbook sentence, whose "it follows
 the adjective" box is then open: checked the same way, and its screenshot kept in
 tests/artifacts/it-follows-the-adjective.png.
 
@@ -52,12 +54,17 @@ pytestmark = [
 TEXT = "The cat sat on the mat because it was tired."
 MODELS = {  # name -> (model in the URL (None: the tiny Llama's folder), extra URL state)
     "minilm": ("minilm", {"text": TEXT}),
-    "en-fr": ("en-fr", {"text": "the small black cats eat the cake", "beam": 4}),
     # prompt + 20 greedy tokens (the sidebar's "New tokens"): 33 tokens crowd the heatmaps
     "tiny-llama": (None, {"text": TEXT, "new": 20}),
     # every page in 简体中文 (issue 32): Chinese labels have other widths than English ones
     "en-fr-zh": ("en-fr", {"text": "the small black cats eat the cake", "beam": 4, "lang": "zh"}),
 }
+
+
+# the pages that draw their view with no click (the model's own view on the others: an
+# encoder's sentence pairs, a decoder's beam); the rest wait for a click or a file
+CHARTED = {"attention", "inside", "block", "positional", "masks", "pretraining", "relative",
+           "heads", "flow", "compare"}
 
 
 def navigation_paths() -> dict[str, str]:
@@ -127,11 +134,13 @@ def test_no_text_overlaps_on_any_page(server, chromium_browser, tiny_models, whi
             assert tab.locator("[data-testid='stException']").count() == 0, (which, stem)
             assert not real_errors(errors), (which, stem, errors)  # nor a console error
             errors.clear()
+            if stem in CHARTED or stem == ("pairs" if which == "minilm" else "beam"):
+                assert tab.locator(".js-plotly-plot").count(), (which, stem, "no chart")
             found = page_findings(tab)
             problems += [f"{which} / {stem}: {f}" for f in found]
             if found or os.environ.get("OVERLAP_SHOTS"):
                 screenshot(tab, shots / f"overlaps-{which}-{stem}.png")
-        if which == "en-fr":  # the "it follows the adjective" box, open on its sentence
+        if which == "en-fr-zh":  # the "it follows the adjective" box, open on its sentence
             problems += seed_box_findings(tab, server, errors, shots)
     finally:
         tab.close()
