@@ -25,7 +25,7 @@ import tempfile
 import time
 import urllib.parse
 import urllib.request
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from .common import budget_row, summary
@@ -154,7 +154,7 @@ TICK_JS = """(want) => [...document.querySelectorAll('.js-plotly-plot .xtick')]
     .some(t => t.textContent.trim() === want)"""
 
 
-def browser_rows(name: str, model, note: str, repeat: int) -> list[dict]:
+def browser_rows(name: str, model, note: str, repeat: int, served=None) -> list[dict]:
     sup = browser_support()
     CHROMIUM, launch_chromium, streamlit_server = (sup.CHROMIUM, sup.launch_chromium,
                                                    sup.streamlit_server)
@@ -167,7 +167,8 @@ def browser_rows(name: str, model, note: str, repeat: int) -> list[dict]:
     texts = sentences(model, repeat + 8, seed=2)
     times, found = [], 0
     env = {"OMP_NUM_THREADS": str(torch.get_num_threads())}  # the server runs as we do
-    with streamlit_server(env) as (base, _proc), sync_playwright() as pw:
+    server = nullcontext(served) if served else streamlit_server(env)
+    with server as (base, _proc), sync_playwright() as pw:
         browser = launch_chromium(pw)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -360,7 +361,7 @@ def _first_page(browser, url: str, proc) -> dict:
     return out
 
 
-def interaction_rows(name: str, note: str, quick: bool) -> list[dict]:
+def interaction_rows(name: str, note: str, quick: bool, served=None) -> list[dict]:
     """p50/p95 of head switch, layer switch, view radio and first page, against BEFORE."""
     from playwright.sync_api import sync_playwright
     sup = browser_support()
@@ -371,7 +372,8 @@ def interaction_rows(name: str, note: str, quick: bool) -> list[dict]:
     if os.environ.get("BENCH_LATENCY_N"):  # "first,head,layer,view": a shorter run
         n_first, n_head, n_layer, n_view = map(int, os.environ["BENCH_LATENCY_N"].split(","))
     watcher = os.environ.get("BENCH_WATCHER") or None  # e.g. "auto": the watcher's cost
-    with served_app(watcher) as (base, proc), sync_playwright() as pw:
+    server = nullcontext(served) if served else served_app(watcher)
+    with server as (base, proc), sync_playwright() as pw:
         browser = launch_chromium(pw)
         try:
             url = f"{base}/attention?" + urllib.parse.urlencode({"model": name,
@@ -509,7 +511,7 @@ async def _cpu_session(base: str, proc, name: str, counts: dict[str, int]) -> di
     return seen
 
 
-def cpu_rows(name: str, note: str, quick: bool) -> list[dict]:
+def cpu_rows(name: str, note: str, quick: bool, served=None) -> list[dict]:
     """Server CPU per interaction, before and after the garbage policy, same run."""
     import asyncio
 
@@ -518,7 +520,7 @@ def cpu_rows(name: str, note: str, quick: bool) -> list[dict]:
     policies = GC_POLICIES[1:] if quick else GC_POLICIES  # quick: the shipped policy only
     found: dict[str, dict] = {}
     for policy, env in policies:
-        with served_app(env=env) as (base, proc):
+        with (nullcontext(served) if served else served_app(env=env)) as (base, proc):
             found[policy] = asyncio.run(_cpu_session(base, proc, name, counts))
     rows = []
     for kind in found[policies[-1][0]]:
@@ -540,13 +542,18 @@ def run(quick: bool = False) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         name, model, note = pick_model(quick, Path(tmp))
         rows = server_rows(name, model, note, repeat)
-        try:
-            rows += browser_rows(name, model, note, 1 if quick else 5)
-            rows += interaction_rows(name if quick else "minilm", note if quick else "minilm",
-                                     quick)
-        except ImportError as err:
-            rows.append({"name": "latency: browser", "skipped": f"playwright missing ({err})"})
-        rows += cpu_rows(name if quick else "minilm", note if quick else "minilm", quick)
+        # quick (the tests' code-path run): one server for the three browser-side parts,
+        # with the shipped garbage policy (the full run starts each its own)
+        with (served_app(env=dict(GC_POLICIES[-1][1])) if quick else nullcontext()) as served:
+            try:
+                rows += browser_rows(name, model, note, 1 if quick else 5, served)
+                rows += interaction_rows(name if quick else "minilm",
+                                         note if quick else "minilm", quick, served)
+            except ImportError as err:
+                rows.append({"name": "latency: browser",
+                             "skipped": f"playwright missing ({err})"})
+            rows += cpu_rows(name if quick else "minilm", note if quick else "minilm", quick,
+                             served)
     return rows
 
 
