@@ -17,12 +17,14 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
+# --no-compile: Python writes the bytecode of what it imports on first use (measured: the dev
+# install 81 s -> 28 s on 2 cores; most of the installed files are never imported)
 $(RUNTIME_STAMP): requirements.txt | $(PY)
-	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-compile -r requirements.txt
 	touch $@
 
 $(DEV_STAMP): requirements.txt requirements-dev.txt | $(PY)
-	$(PY) -m pip install -q -r requirements-dev.txt
+	$(PY) -m pip install -q --no-compile -r requirements-dev.txt
 	touch $(RUNTIME_STAMP) $@
 
 # No file watcher (also in .streamlit/config.toml): it costs most of a served app's CPU.

@@ -25,7 +25,6 @@ from tests.support.browser_support import (
     SCRIPT_IDLE,
     open_page,
     real_errors,
-    streamlit_server,
 )
 
 pytestmark = [
@@ -72,9 +71,8 @@ class Wire:
 
 
 @pytest.fixture(scope="module")
-def server():
-    with streamlit_server() as (base, _proc):
-        yield base
+def server(app_server):
+    return app_server  # the browser tier's one server (tests/browser/conftest.py)
 
 
 def _params(page) -> dict[str, str]:

@@ -18,7 +18,6 @@ from tests.support.browser_support import (
     CHROMIUM,
     open_page,
     real_errors,
-    streamlit_server,
 )
 from tests.support.overlaps import VIEWPORT, page_findings, screenshot, settle
 
@@ -36,9 +35,8 @@ CHARTS = {"minilm": {"patching": 3, "composition": 1, "search": 1, "entropy": 1}
 
 
 @pytest.fixture(scope="module")
-def server():
-    with streamlit_server() as (base, _proc):
-        yield base
+def server(app_server):
+    return app_server  # the browser tier's one server (tests/browser/conftest.py)
 
 
 def _url(base: str, model: str, **extra) -> str:

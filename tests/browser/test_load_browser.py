@@ -91,10 +91,11 @@ def test_short_classroom_load():
 
 
 # ---- hostile markup in a real browser ---------------------------------------------------
-def test_scripts_never_run_and_show_literally():
+def test_scripts_never_run_and_show_literally(app_server):
     from playwright.sync_api import sync_playwright
 
-    with streamlit_server() as (base, _proc), sync_playwright() as pw:
+    base = app_server  # the browser tier's one server (tests/browser/conftest.py)
+    with sync_playwright() as pw:
         browser = launch_chromium(pw)
         page = browser.new_page(viewport={"width": 1300, "height": 900})
         dialogs, foreign = [], []
