@@ -40,6 +40,7 @@ from viz_core.analysis.parts import HeadWeights
 from viz_core.capture.recorder import MaskSpec
 from viz_core.capture.trace import AttentionTrace, BlockTrace, HeadSource
 from viz_core.errors import InputError
+from viz_core.figures.common import unique_labels
 
 TEXT = "the cat sat on the mat because it was tired"
 NATIVE_TEXT = "the small black cats sat on the mat"
@@ -402,6 +403,25 @@ def test_show_draws_the_graph(native):
     route = [t for t in fig.data if t.name == "edges"]
     assert route and all(len(row) == 4 for row in route[0].customdata)
     assert fig.layout.yaxis2.ticktext  # decoder tokens on the right axis
+    enc = unique_labels(flow.tokens["encoder"])
+    assert list(fig.layout.yaxis.ticktext) == enc  # a short input: every row labelled
+
+
+def test_long_graph_labels_every_nth_row(native, monkeypatch):
+    """Beyond MAX_TICKS rows the row axis labels evenly spaced rows, each with its own
+    token (plotly measures every label at each draw: seconds at hundreds of rows). The
+    bound is lowered to 8 here: this model reads at most 32 tokens."""
+    import viz_core.figures.flow as flow_figures
+
+    monkeypatch.setattr(flow_figures, "MAX_TICKS", 8)
+    flow = information_flow(native("lm"), " ".join(["the cat sat on the mat"] * 30))
+    labels = unique_labels(flow.tokens[flow.stack])
+    assert len(labels) > 2 * 8
+    y = flow.show().layout.yaxis
+    vals = list(y.tickvals)
+    assert 0 < len(vals) <= 8 and vals[0] == 0
+    assert len(set(np.diff(vals))) == 1  # evenly spaced
+    assert list(y.ticktext) == [labels[i] for i in vals]
 
 
 def test_route_hover_names_each_edges_heads(native):

@@ -15,6 +15,7 @@ left axis, its decoder tokens the right one.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -24,7 +25,15 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..i18n import _
-from .common import f32, label_px, layout_dict, plot_text, title_dict, unique_labels
+from .common import (
+    MAX_TICKS,
+    f32,
+    label_px,
+    layout_dict,
+    plot_text,
+    title_dict,
+    unique_labels,
+)
 
 if TYPE_CHECKING:  # type hints only
     from ..analysis.information_flow import InformationFlow
@@ -177,8 +186,7 @@ def flow_graph_figure(flow: InformationFlow, *, threshold: float | None = None,
     # side by side only when every label fits in its column of a ~500 px wide plot
     vertical = len(labels) * (label_px(labels) + 12) > NARROW_PLOT_PX
     first = flow.tokens["encoder" if two else flow.stack]
-    yaxis = dict(tickmode="array", tickvals=list(range(len(first))),
-                 ticktext=unique_labels(first), range=[n - 0.5, -0.5], showgrid=False,
+    yaxis = dict(**_row_ticks(first), range=[n - 0.5, -0.5], showgrid=False,
                  zeroline=False, title=None, automargin=True)
     layout = layout_dict(
         title if title is not None else _title(flow, t),
@@ -193,12 +201,21 @@ def flow_graph_figure(flow: InformationFlow, *, threshold: float | None = None,
     if two:
         dec = flow.tokens["decoder"]
         fig.update_layout(yaxis2=dict(
-            tickmode="array", tickvals=list(range(len(dec))), ticktext=unique_labels(dec),
-            range=[n - 0.5, -0.5], overlaying="y", side="right", showgrid=False,
+            **_row_ticks(dec), range=[n - 0.5, -0.5], overlaying="y", side="right", showgrid=False,
             zeroline=False, automargin=True))
         fig.add_trace(go.Scatter(x=[None], y=[None], yaxis="y2", showlegend=False,
                                  hoverinfo="skip"))
     return fig
+
+
+def _row_ticks(tokens: Sequence[str]) -> dict:
+    """A row axis's tick labels ("12·cat"): every row up to MAX_TICKS rows, else every n-th
+    (a node's hover names its token). Plotly measures each tick label at every draw: 497
+    labels kept Chromium busy ~6 s before the graph showed (Streamlit draws it several
+    times), every 8th ~1.5 s."""
+    labels = unique_labels(tokens)
+    rows = range(0, len(labels), max(1, math.ceil(len(labels) / MAX_TICKS)))
+    return dict(tickmode="array", tickvals=list(rows), ticktext=[labels[i] for i in rows])
 
 
 def _title(flow: InformationFlow, t: float) -> str:
