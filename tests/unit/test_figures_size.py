@@ -94,3 +94,25 @@ def test_payload_guard_pools_rather_than_overflow():
     fig = F.matrix_heatmap(z, toks, toks)
     assert size(fig) <= ONE_FIGURE
     assert "pooled" in fig.layout.title.text
+
+
+def test_long_masks_are_pooled_to_the_share_blocked():
+    """A 2,000-token batch (the induction model's inputs go to 8,192): each panel's cell is
+    the share (in percent) of its f x f block that the mask blocks, computed here with numpy;
+    512 tokens stay unpooled (one byte a cell)."""
+    n = 2000
+    tokens = [f"t{i}" for i in range(n)]
+    fig = F.padding_batch_figure([tokens, tokens[:1300], tokens[:17]], causal=True)
+    assert size(fig) <= ONE_FIGURE
+    padded = F.padding_mask([n, 1300, 17], n) | F.causal_mask(n)[None]
+    for panel, mask in zip(fig.data, padded, strict=True):
+        z = np.asarray(panel.z, dtype=np.float64)
+        f = -(-n // z.shape[0])  # ceil
+        assert f > 1 and z.shape == (-(-n // f),) * 2
+        share = np.pad(mask.astype(float), (0, z.shape[0] * f - n), constant_values=np.nan)
+        share = np.nanmean(share.reshape(z.shape[0], f, z.shape[1], f), axis=(1, 3))
+        np.testing.assert_allclose(z, 100 * share, atol=0.5)
+        assert panel.y[0].startswith(f"0–{f - 1}·")
+    assert f"{f}×{f}" in fig.layout.title.text
+    full = F.mask_union_figure([f"t{i}" for i in range(N)], 400)
+    assert np.asarray(full.data[0].z).shape == (N, N)

@@ -33,12 +33,15 @@ from .common import (
     pooled_labels,
     title_dict,
     token_axis,
-    unique_labels,
 )
 
 MASK_COLORSCALE = [[0.0, "#ffffff"], [0.5, "#ffffff"], [0.5, "#8c2d2d"], [1.0, "#8c2d2d"]]
 MASK_NOTE = N_("True = blocked (dark red ✕); False = allowed (white)")
+POOLED_NOTE = N_("each cell: the share of {f}×{f} query–key pairs blocked (dark red = all)")
+SHARE_COLORSCALE = [[0.0, "#ffffff"], [1.0, "#8c2d2d"]]  # pooled masks: white = none blocked
 MAX_CELLS_PER_PANEL = 90_000  # three float32 panels of this size stay well under 1.5 MB
+# a figure's masks send one byte a cell (a share in percent when pooled): 1.3 MB of base64
+MAX_MASK_BYTES = 1_000_000  # three panels of 577 x 577 tokens before they are pooled
 
 
 def padding_mask(lengths: Sequence[int], max_len: int | None = None) -> np.ndarray:
@@ -161,24 +164,36 @@ def mask_panels(masks: Sequence[np.ndarray], titles: Sequence[str],
     """Side-by-side mask matrices (z = 1 where True = blocked), one panel per mask. Panels
     with the same queries share one column of query labels; a mask that blocks nothing says
     so in its panel (an all-white grid would read as "not drawn")."""
-    shared = all(list(q) == list(query_tokens[0]) for q in query_tokens)
-    later_labels = [plot_text(t) for q in query_tokens[1:] for t in q]
+    masks = [np.asarray(m, dtype=bool) for m in masks]
+    # long inputs: each cell the share of an f x f block that is blocked (a 2,000-token batch
+    # sent 34 MB of full-size masks to the browser)
+    f = pool_factor(max(m.shape[0] for m in masks), max(m.shape[1] for m in masks),
+                    MAX_MASK_BYTES // len(masks))
+    pooled = [pooled_labels(q, f)[0] for q in query_tokens]
+    shared = all(q == pooled[0] for q in pooled)
+    later_labels = [plot_text(t) for q in pooled[1:] for t in q]
     spacing = 0.04 if shared else panel_spacing(later_labels)
     fig = make_subplots(rows=1, cols=len(masks), subplot_titles=list(titles),
                         horizontal_spacing=spacing, shared_yaxes=shared)
     ticks = panel_ticks(len(masks), spacing)
     for i, (m, qt, kt) in enumerate(zip(masks, query_tokens, key_tokens, strict=True), start=1):
-        m = np.asarray(m, dtype=bool)
-        xl, yl = unique_labels(kt), unique_labels(qt)
-        fig.add_trace(go.Heatmap(
-            z=m.astype(np.uint8), x=xl, y=yl, colorscale=MASK_COLORSCALE, zmin=0, zmax=1,
-            showscale=False, name="mask", xgap=1 if m.size <= 64 * 64 else 0,
-            ygap=1 if m.size <= 64 * 64 else 0,
-            hovertemplate="%{y} → %{x}: %{z} (1 = True = blocked)<extra></extra>"),
-            row=1, col=i)
+        xl, kt = pooled_labels(kt, f)
+        yl, qt = pooled_labels(qt, f)
+        if f == 1:
+            cells = dict(z=m.astype(np.uint8), colorscale=MASK_COLORSCALE, xgap=int(m.size <= 64 * 64),
+                         ygap=int(m.size <= 64 * 64),
+                         hovertemplate="%{y} → %{x}: %{z} (1 = True = blocked)<extra></extra>")
+        else:
+            percent = np.rint(100 * pool2d(m, how="mean", factor=f)).astype(np.uint8)
+            cells = dict(z=percent, colorscale=SHARE_COLORSCALE, zmax=100,
+                         hovertemplate="%{y} → %{x}: " + _("{share} blocked").format(
+                             share="%{z}%") + "<extra></extra>")
+        fig.add_trace(go.Heatmap(x=xl, y=yl, zmin=0, showscale=False, name="mask",
+                                 **({"zmax": 1} | cells)), row=1, col=i)
         axis_id = "" if i == 1 else str(i)
-        marks = blocked_marks(m, xl, yl, xaxis=f"x{axis_id}", yaxis=f"y{axis_id}",
-                              showlegend=False, max_side=panel_ticks(len(masks), spacing, 12))
+        marks = None if f > 1 else blocked_marks(
+            m, xl, yl, xaxis=f"x{axis_id}", yaxis=f"y{axis_id}", showlegend=False,
+            max_side=panel_ticks(len(masks), spacing, 12))
         if marks is not None:
             marks.textfont.color = "white"
             fig.add_trace(marks, row=1, col=i)
@@ -192,10 +207,12 @@ def mask_panels(masks: Sequence[np.ndarray], titles: Sequence[str],
         fig.update_yaxes(**token_axis(yl, qt, "query" if i == 1 else "", reversed_=True),
                          row=1, col=i)
     # grey behind the 1 px gaps: an allowed (white) cell reads as a cell of a grid
-    base_layout(fig, title_dict(f"{title or _('Masks')}   <sup>{_(MASK_NOTE)}</sup>", above=24),
+    note = _(MASK_NOTE) if f == 1 else _(POOLED_NOTE).format(f=f)
+    base_layout(fig, title_dict(f"{title or _('Masks')}   <sup>{note}</sup>", above=24),
                 showlegend=False, plot_bgcolor="#d9d9d9",
-                height=panels_height(max(len(q) for q in query_tokens),
-                                     [plot_text(t) for k in key_tokens for t in k]))
+                height=panels_height(max(len(q) for q in pooled),
+                                     [plot_text(t) for k in key_tokens
+                                      for t in pooled_labels(k, f)[1]]))
     return fig
 
 
