@@ -47,6 +47,20 @@ def cells(r: dict) -> list[str]:
     return out + [details]
 
 
+def merged(path: Path, rows: list[dict]) -> list[dict]:
+    """The earlier table with this run's modules replaced (``--only``): a partial run keeps
+    the other modules' rows. A row of another module with the name of a new row goes too."""
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        old = []
+    ran = {r["module"] for r in rows}
+    names = {r["name"] for r in rows}
+    kept = [r for r in old if isinstance(r, dict) and r.get("module") not in ran
+            and r.get("name") not in names]
+    return kept + rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="small sizes, one repetition")
@@ -72,15 +86,15 @@ def main() -> None:
         try:
             mod = importlib.import_module(f"bench.{name}")
         except ImportError as err:
-            rows.append({"name": name, "skipped": f"not available ({err})"})
+            rows.append({"name": name, "module": name, "skipped": f"not available ({err})"})
             continue
-        rows.extend(mod.run(quick=args.quick))
+        rows.extend({"module": name, **r} for r in mod.run(quick=args.quick))
     machine["after"] = machine_note()
     for r in rows:
         r.setdefault("machine", f"{machine['before']} -> {machine['after']}")
         r.setdefault("allocator", str(allocator))
     out = Path(__file__).resolve().parent / "results.json"
-    out.write_text(json.dumps(rows, indent=2, default=str))
+    out.write_text(json.dumps(merged(out, rows) if args.only else rows, indent=2, default=str))
     print(" | ".join([*COLS, "details"]))
     for r in rows:
         if "skipped" in r:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.__main__ import MODULES
+from bench.__main__ import MODULES, merged
 from tests.support.bench_rows import quick_rows
 
 pytestmark = pytest.mark.slow
@@ -18,6 +18,22 @@ def test_every_module_is_in_the_runner():
     here = Path(__file__).resolve().parents[2] / "bench"
     files = sorted(p.stem for p in here.glob("bench_*.py"))
     assert sorted(MODULES) == files
+
+
+def test_a_partial_run_keeps_the_other_modules_rows(tmp_path):
+    import json
+
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps([
+        {"module": "bench_flow", "name": "flow a", "ratio": 1.0},
+        {"module": "bench_edges", "name": "eap", "ratio": 7.3},
+        {"name": "eap-ig", "ratio": 7.7},  # written before rows named their module
+        {"name": "untouched", "ratio": 2.0}]))
+    new = [{"module": "bench_edges", "name": "eap", "ratio": 4.1},
+           {"module": "bench_edges", "name": "eap-ig", "ratio": 6.0}]
+    assert merged(path, new) == [{"module": "bench_flow", "name": "flow a", "ratio": 1.0},
+                                 {"name": "untouched", "ratio": 2.0}, *new]
+    assert merged(tmp_path / "none.json", new) == new
 
 
 def test_capture():
