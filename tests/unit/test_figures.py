@@ -286,6 +286,32 @@ def test_inside_head_reproduces_pattern_row_and_output_row():
         np.testing.assert_allclose(np.asarray(figs["k"].data[0].z), k)
 
 
+def test_long_inputs_keep_the_weightiest_keys_rows():
+    """Beyond MAX_KEY_ROWS keys, the one-row-per-key matrices keep the keys with the largest
+    weights, in position order, each row the key's own; the bars keep every key; many blocked
+    keys get a ✕ without a "−∞" label each."""
+    from viz_core.figures.inside import MAX_KEY_ROWS
+
+    rng = np.random.default_rng(4)
+    nk, d, i = 4 * MAX_KEY_ROWS, 8, 2 * MAX_KEY_ROWS
+    q, k, v = (rng.normal(size=(nk, d)).astype(np.float32) for _ in range(3))
+    mask = np.triu(np.ones((nk, nk), bool), 1)  # causal: keys after i blocked
+    toks = [f"w{j}" for j in range(nk)]
+    figs = inside_head_figures(q, k, v, mask, i, toks, toks)
+    s = head_internals(q, k, v, mask, i)
+    top = sorted(np.argsort(-s["weights"])[:MAX_KEY_ROWS])
+    assert s["weights"][top].min() >= np.delete(s["weights"], top).max()
+    for name, rows in (("k", k), ("products", s["products"]), ("weighted_v", s["weighted_v"])):
+        fig = figs[name]
+        assert list(fig.data[0].y) == [f"{j}·w{j}" for j in top], name
+        assert list(fig.layout.yaxis.ticktext) == [f"{j}·w{j}" for j in top], name
+        np.testing.assert_allclose(np.asarray(fig.data[0].z), rows[top], rtol=1e-6)
+        assert f"{MAX_KEY_ROWS} of {nk} keys" in fig.layout.title.text
+    assert len(figs["weights"].data[0].y) == nk
+    marks = figs["masked"].data[1]
+    assert len(marks.x) == nk - 1 - i and marks.mode == "markers"
+
+
 def test_fully_blocked_query_gives_zero_weights_not_nan():
     rng = np.random.default_rng(9)
     q, k, v = (rng.normal(size=(3, 4)) for _ in range(3))

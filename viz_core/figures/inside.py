@@ -28,6 +28,9 @@ if TYPE_CHECKING:  # type hints only: figures read traces, they never capture
     from ..capture.trace import BlockTrace
 
 
+MAX_KEY_ROWS = 64  # keys drawn one row (or one "−∞" label) each, at most
+
+
 def head_internals(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None,
                    query_index: int, softcap: float | None = None,
                    scaling: float | None = None) -> dict[str, np.ndarray]:
@@ -107,9 +110,13 @@ def _vector_fig(vec: np.ndarray, title: str, name: str) -> go.Figure:
 
 
 def _key_matrix_fig(m: np.ndarray, key_tokens: Sequence[str], title: str,
-                    name: str) -> go.Figure:
-    """[nk, d] matrix, one row per key (top to bottom), dims left to right."""
+                    name: str, rows: np.ndarray | None = None) -> go.Figure:
+    """[nk, d] matrix, one row per key (top to bottom), dims left to right; ``rows``: only
+    these keys, their tick labels with their positions ("1234·cat")."""
     labels = unique_labels(key_tokens)
+    if rows is not None:
+        m = m[rows]
+        labels = key_tokens = [labels[i] for i in rows]
     lim = float(np.max(np.abs(m))) or 1.0
     fig = go.Figure(go.Heatmap(
         z=f32(m), y=labels, colorscale=SCORE_COLORSCALE, zmin=-lim, zmax=lim, name=name,
@@ -132,8 +139,9 @@ def _key_bar_fig(values: np.ndarray, key_tokens: Sequence[str], title: str, name
                          hovertemplate="%{x}: %{y:.4f}<extra>" + name + "</extra>"))
     if blocked is not None and blocked.any():
         idx = np.nonzero(blocked)[0]
-        fig.add_trace(go.Scatter(
-            x=[labels[i] for i in idx], y=f32(np.zeros(len(idx))), mode="markers+text",
+        fig.add_trace(go.Scatter(  # many "−∞" labels: the browser measures each one
+            x=[labels[i] for i in idx], y=f32(np.zeros(len(idx))),
+            mode="markers+text" if len(idx) <= MAX_KEY_ROWS else "markers",
             marker=dict(symbol="x", color=BLOCKED_COLOR, size=12, line=dict(width=1)),
             text="−∞", textposition="top center", name="blocked → −∞",
             hovertemplate="%{x}: −∞ (blocked)<extra></extra>"))
@@ -164,13 +172,18 @@ def inside_head_figures(
                   if scaling is None else
                   _("times the model's scaling {scaling:.4g}").format(scaling=float(scaling)))
     logits = s.get("capped", s["scaled"])
+    rows, rows_note = None, ""
+    if len(key_tokens) > MAX_KEY_ROWS:  # 20 px a row: long inputs keep the weightiest keys
+        rows = np.sort(np.argsort(-s["weights"], kind="stable")[:MAX_KEY_ROWS])
+        rows_note = _(" · the {shown} of {n_keys} keys with the largest weights").format(
+            shown=MAX_KEY_ROWS, n_keys=len(key_tokens))
     steps: list[tuple[str, str, object]] = [
         ("q", _("query vector q of {token}").format(token=f"{query_index}·{tok}"),
          lambda t: _vector_fig(s["q"], t, "q")),
-        ("k", _("key vectors k_j (one row per key)"),
-         lambda t: _key_matrix_fig(s["k"], key_tokens, t, "k")),
-        ("products", _("elementwise products q ⊙ k_j (row sums = q·k_j)"),
-         lambda t: _key_matrix_fig(s["products"], key_tokens, t, "q⊙k")),
+        ("k", _("key vectors k_j (one row per key)") + rows_note,
+         lambda t: _key_matrix_fig(s["k"], key_tokens, t, "k", rows)),
+        ("products", _("elementwise products q ⊙ k_j (row sums = q·k_j)") + rows_note,
+         lambda t: _key_matrix_fig(s["products"], key_tokens, t, "q⊙k", rows)),
         ("raw", _("raw scores q · k_j"), lambda t: _key_bar_fig(s["raw"], key_tokens, t, "q·k")),
         ("scaled", scale_text, lambda t: _key_bar_fig(s["scaled"], key_tokens, t, _("score"))),
     ]
@@ -187,8 +200,8 @@ def inside_head_figures(
         ("weights", _("softmax → attention weights"),
          lambda t: _key_bar_fig(s["weights"], key_tokens, t, _("weight"), blocked=blocked,
                                 yrange=[0, 1])),
-        ("weighted_v", _("weighted values w_j · v_j (column sums = z)"),
-         lambda t: _key_matrix_fig(s["weighted_v"], key_tokens, t, "w·v")),
+        ("weighted_v", _("weighted values w_j · v_j (column sums = z)") + rows_note,
+         lambda t: _key_matrix_fig(s["weighted_v"], key_tokens, t, "w·v", rows)),
         ("z", _("output z = Σ_j w_j v_j (this head, this query)"),
          lambda t: _vector_fig(s["z"], t, "z")),
     ]
