@@ -398,6 +398,8 @@ def test_long_input_refused_before_it_runs(native, monkeypatch):
 
 
 def test_show_draws_the_graph(native):
+    import viz_core.figures.flow as flow_figures
+
     flow = information_flow(native("en-fr"), NATIVE_TEXTS["en-fr"])
     fig = flow.show()
     route = [t for t in fig.data if t.name == "edges"]
@@ -405,6 +407,15 @@ def test_show_draws_the_graph(native):
     assert fig.layout.yaxis2.ticktext  # decoder tokens on the right axis
     enc = unique_labels(flow.tokens["encoder"])
     assert list(fig.layout.yaxis.ticktext) == enc  # a short input: every row labelled
+    # the nodes on a route (and the prediction's) in the route colour, the rest grey
+    nodes = next(t for t in fig.data if t.name == "nodes")
+    r = flow.routes()
+    on = set(zip(r.source_stack, r.source_layer, r.source_point, r.source_position))
+    on.add(flow.output_node)
+    names = [(*col, p) for col in flow.columns for p in range(len(flow.tokens[col[0]]))]
+    assert len(names) == len(nodes.marker.color)
+    assert [bool(c) for c in nodes.marker.color] == [n in on for n in names]
+    assert list(nodes.marker.colorscale[-1]) == [1, flow_figures.ROUTE_COLOR]
 
 
 def test_long_graph_labels_every_nth_row(native, monkeypatch):

@@ -176,10 +176,13 @@ def flow_graph_figure(flow: InformationFlow, *, threshold: float | None = None,
         for p, tok in enumerate(toks):
             nx_.append(x)
             ny_.append(p)
-            colours.append(ROUTE_COLOR if (*col, p) in on_route else NODE_COLOR)
+            colours.append((*col, p) in on_route)
             hover.append(f"{column_label(col, two)}<br>{p}·{plot_text(tok)}")
     traces.append(go.Scatter(x=f32(nx_), y=f32(ny_), mode="markers", name="nodes",
-                               showlegend=False, marker=dict(size=6, color=colours),
+                               showlegend=False,  # colours 0/1 (not 8,000+ strings)
+                               marker=dict(size=6, color=np.asarray(colours, np.uint8),
+                                           colorscale=[[0, NODE_COLOR], [1, ROUTE_COLOR]],
+                                           cmin=0, cmax=1),
                                text=hover, hovertemplate="%{text}<extra></extra>"))
     n = max(len(v) for v in flow.tokens.values())
     labels = [column_label(c, two) for c in flow.columns]
