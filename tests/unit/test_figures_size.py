@@ -14,6 +14,7 @@ from viz_core.analysis import heads as A
 
 N = 512
 ONE_FIGURE = 1_500_000  # bytes
+TALLEST = 2_000  # px
 GRID = 3_000_000
 
 
@@ -84,6 +85,11 @@ def test_every_other_figure_fits(minilm):
     sizes = {name: size(fig) for name, fig in figures.items()}
     too_big = {name: s for name, s in sizes.items() if s > ONE_FIGURE}
     assert not too_big, too_big
+    # nor pages of scrolling: Inside a head's one-row-per-key panels were 20 px a key
+    # (10,350 px at 512 keys) before they kept the weightiest 64
+    too_tall = {name: fig.layout.height for name, fig in figures.items()
+                if name.startswith("inside") and (fig.layout.height or 0) > TALLEST}
+    assert not too_tall, too_tall
 
 
 def test_payload_guard_pools_rather_than_overflow():
