@@ -24,6 +24,7 @@ from viz_core.i18n import N_, _
 from .charts import chart, download
 from .errors import literal, log, translated
 from .runs import AnalysisRequest, TraceRequest, get_model, get_trace, run_analysis
+from .state import MAX_TEXT_CHARS
 
 CACHE = 16
 
@@ -85,7 +86,8 @@ def suggested_corruption(model_name: str, device: str, text: str):
 
     model = get_model(model_name, device)
     try:
-        c = suggest_corruption(text, model.count_tokens, model.examples())
+        c = suggest_corruption(text, model.count_tokens, model.examples(),
+                               max_chars=MAX_TEXT_CHARS)
     except vc.VizError:  # a text the model cannot read: the page says so elsewhere
         return None
     return None if c is None else (c.text, c.replaced, c.by)

@@ -56,3 +56,15 @@ def test_a_long_text_costs_few_tokenisations():
     c = suggest_corruption(text, cut)
     assert c is not None and c.start < 40
     assert len(calls) < 60  # a binary search over ~4,800 words, not one call per word
+
+
+def test_the_suggestion_fits_the_text_boxs_limit():
+    """A text at the box's limit: a longer replacement word would be cut by the box and
+    change the token count, so it is not suggested."""
+    words = lambda t: len(t.split())  # noqa: E731 - a word-count "tokenizer"
+    text = "the elephants crossed a road"
+    longer = suggest_corruption(text, words)
+    assert longer is not None and len(longer.text) > len(text)  # without a limit
+    c = suggest_corruption(text, words, max_chars=len(text))
+    assert c is not None and len(c.text) <= len(text) and words(c.text) == words(text)
+    assert suggest_corruption("ab cd", words, max_chars=4) is None

@@ -41,9 +41,12 @@ def _candidates(word: str, pool: Iterable[str]) -> list[str]:
 
 
 def suggest_corruption(text: str, count_tokens: Callable[[str], int],
-                       examples: Sequence[str] = ()) -> Corruption | None:
+                       examples: Sequence[str] = (), max_chars: int | None = None
+                       ) -> Corruption | None:
     """One word of `text` replaced so that count_tokens gives the same count; None when no
-    word of two or more letters can be replaced (or the text is empty)."""
+    word of two or more letters can be replaced (or the text is empty). ``max_chars``: the
+    corrupted text stays within this many characters (a text box's limit, which would cut
+    a longer suggestion and change its token count)."""
     words = list(_WORD.finditer(text))
     if not words:
         return None
@@ -74,7 +77,10 @@ def suggest_corruption(text: str, count_tokens: Callable[[str], int],
         return None
     tries = 0
     for m in reversed(words):
+        room = None if max_chars is None else max_chars - len(text) + len(m.group())
         for w in _candidates(m.group(), pool):
+            if room is not None and len(w) > room:
+                continue  # too long for the box (no tokenisation spent)
             if tries >= MAX_TRIES:
                 return None
             tries += 1
