@@ -31,7 +31,8 @@ default_batch = "\n".join([sel.text.strip(), *[e for e in sel.model.examples()
                                                 if e.strip() != sel.text.strip()][:2]])
 batch_default = state.widget_default("mask_batch", state.url_text("mask_batch", default_batch),
                                      typed=True)
-batch_text = st.text_area(_("Batch"), batch_default, key="mask_batch", height=110)
+batch_text = st.text_area(_("Batch"), batch_default, key="mask_batch", height=110,
+                          max_chars=state.MAX_TEXT_CHARS)
 state.to_url(mask_batch=batch_text)
 sentences = [line.strip() for line in batch_text.splitlines() if line.strip()][:6]
 if not sentences:

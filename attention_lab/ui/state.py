@@ -51,7 +51,11 @@ def clean_state(key: str, what: str = "text") -> None:
 
 
 def url_text(key: str, default: str = "") -> str:
-    value = clean_text(st.query_params.get(key, default), _("'{key}' value in the address").format(key=key))
+    """A text from the address (else ``default``), at most MAX_TEXT_CHARS characters: a cut
+    says so when the address carried the text; a longer default is cut quietly."""
+    if key not in st.query_params:
+        return default[:MAX_TEXT_CHARS]
+    value = clean_text(st.query_params[key], _("'{key}' value in the address").format(key=key))
     if len(value) > MAX_TEXT_CHARS:
         notice(_("The '{key}' value in the address was {n_value:,} characters; it was cut to "
                  "{MAX_TEXT_CHARS:,}.").format(

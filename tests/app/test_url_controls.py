@@ -122,3 +122,27 @@ def test_a_long_text_is_cut_with_a_notice():
     assert at.session_state["got"]["tok"] == "x" * 10
     assert _url(at, "tok") == "x" * 10
     assert "cut to 10" in _notices(at)
+
+
+def _long_default():
+    import streamlit as st
+
+    from attention_lab.ui import state
+
+    st.session_state["got"] = state.url_text("batch", "y" * (state.MAX_TEXT_CHARS + 50))
+    state.show_notices()
+
+
+def test_a_long_default_is_cut_quietly_and_a_long_address_value_with_a_notice():
+    """The notice names the address: a page's own default (the Masks page's batch: the
+    sidebar's text and two examples) is no address value, and cut without one."""
+    from attention_lab.ui.state import MAX_TEXT_CHARS
+
+    at = AppTest.from_function(_long_default, default_timeout=30).run()
+    assert at.session_state["got"] == "y" * MAX_TEXT_CHARS
+    assert not at.info and not at.warning
+    at = AppTest.from_function(_long_default, default_timeout=30)
+    at.query_params["batch"] = "z" * (MAX_TEXT_CHARS + 1)
+    at.run()
+    assert at.session_state["got"] == "z" * MAX_TEXT_CHARS
+    assert f"cut to {MAX_TEXT_CHARS:,}" in " ".join(i.value for i in at.info)
