@@ -54,7 +54,8 @@ graph, side = st.columns([3, 2])
 with graph, attempt(_("following the information flow")):
     flow = run_analysis(flow_request(sel, position), _("Following the information flow…"))
     for w in flow.warnings:
-        st.warning(translated(w), icon="✂️")
+        if w not in trace.warnings:  # the cut was said above the page's controls
+            st.warning(translated(w), icon="✂️")
     fig = flow_graph_figure(flow, threshold=threshold)
     event = chart(fig, key=f"flow_graph_{position}_{threshold:.2f}", on_select="rerun",
                   name="information-flow")

@@ -82,6 +82,14 @@ def test_long_input_keeps_the_graph_and_says_why_there_is_no_flow():
     assert any("up to 64 tokens" in c.value for c in at.caption)
 
 
+def test_a_cut_input_is_said_once():
+    """The trace and the flow both carry the cut's warning: the page shows it once."""
+    at = open_app("flow", model="lm", text=" ".join(["the cat sat on the mat"] * 10))
+    no_errors(at)
+    cuts = [w.value for w in at.warning if "was cut" in w.value]
+    assert len(cuts) == 1, cuts
+
+
 def test_edges_download():
     at = open_app("flow", model="en-fr", text="the cat sees the dog")
     no_errors(at)
