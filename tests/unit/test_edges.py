@@ -445,7 +445,8 @@ def test_induction_circuit_is_found(induction_runs):
     # 100) gave 0.68 / 0.54, 0.92 / 0.31 and 0.74 / 0.67 / 0.04: the bounds hold for both.
     for m in ("exact", "eap-ig"):
         assert (prev, ind, "k") in top5[m] and (ind, "logits", "") in top5[m], m
-        assert faith[m] >= 0.6 and faith15[m] >= 0.85, m
+        assert faith[m] >= 0.8 and faith15[m] >= 0.85, m  # the 0.8 (measured 0.86;
+        # 0.87-0.89 on 2 x 128 other held-out pairs, seeds 11 and 12)
     assert (ind, "logits", "") in top5["eap"]
     assert np.mean(spearman["eap-ig"]) >= 0.6
     assert np.mean(carrying["eap-ig"]) >= 0.8  # measured 0.88 (EAP: 0.32)
