@@ -126,6 +126,13 @@ def test_different_token_counts_give_one_clear_line():
     assert not _figures(at)
 
 
+def test_a_pair_that_barely_moves_the_metric_is_said():
+    at = open_app("circuits", model="lm", circ_clean="the cat sat on the",
+                  circ_corrupt="the dog sat on the")
+    no_errors(at)
+    assert [w for w in at.warning if "barely moves" in w.value] and _figures(at)
+
+
 def test_empty_text_asks_for_a_pair():
     at = open_app("circuits", model="induction", circ_clean=CLEAN, circ_corrupt=" ")
     no_errors(at)

@@ -68,3 +68,19 @@ def test_the_suggestion_fits_the_text_boxs_limit():
     c = suggest_corruption(text, words, max_chars=len(text))
     assert c is not None and len(c.text) <= len(text) and words(c.text) == words(text)
     assert suggest_corruption("ab cd", words, max_chars=4) is None
+
+
+def test_chinese_gets_a_han_character_of_the_same_token_count():
+    """Chinese has no spaces: one Han character is replaced by another (a common noun
+    first), never a particle or a measure word; zh-en's own segmentation keeps the count."""
+    from viz_core.analysis.corruption import HAN_FUNCTION
+
+    model = vc.load("zh-en")
+    for text in ("两只黑色的猫", "动物没有过马路，因为它太累了"):
+        c = suggest_corruption(text, model.count_tokens, model.examples())
+        assert c is not None and model.count_tokens(c.text) == model.count_tokens(text)
+        assert len(c.replaced) == len(c.by) == 1 and c.replaced not in HAN_FUNCTION
+        assert "\u4e00" <= c.by <= "\u9fff" and c.text != text
+        assert not model.trace(c.text, max_new=0).unknown_words  # words the model knows
+    c = suggest_corruption("两只黑色的猫", model.count_tokens, model.examples())
+    assert c.text == "两只黑色的狗"  # the classic swap: another noun

@@ -31,6 +31,22 @@ def lm():
 
 
 # ---- shapes and closed forms ---------------------------------------------------------------
+def test_a_corruption_that_barely_moves_the_metric_is_said(lm):
+    """Effects (and edge scores) are shares of clean - corrupted: under 1% of the metric's
+    size, the result warns. The prediction after "... on the" hardly depends on cat / dog;
+    after "the small black cats" it depends on "cats" (the page's suggested corruption)."""
+    assert P.gap_warnings(5.0, 4.96, "m") and not P.gap_warnings(5.0, 4.94, "m")
+    assert P.gap_warnings(0.2, 0.195, "m") and not P.gap_warnings(0.2, 0.18, "m")  # size 1
+    for result in (lm.patch("the cat sat on the", "the dog sat on the"),
+                   lm.edge_attribution("the cat sat on the", "the dog sat on the")):
+        gap = abs(result.clean - result.corrupted)
+        assert gap < 0.01 * abs(result.clean), (result.clean, result.corrupted)
+        assert [w for w in result.warnings if "barely moves" in w], result.warnings
+    moved = lm.patch("the small black cats", "the small black small")
+    assert abs(moved.clean - moved.corrupted) > 0.5
+    assert not [w for w in moved.warnings if "barely moves" in w]
+
+
 def test_shapes_and_names(lm):
     info = lm.info()
     n_tokens = 1 + len(CLEAN.split())  # <bos> + words

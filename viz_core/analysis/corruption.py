@@ -19,7 +19,15 @@ from ..errors import VizError
 
 FALLBACK_WORDS = ("dog", "cat", "house", "car", "tree", "city", "book", "river", "table",
                   "road", "bird", "apple", "train", "friend", "water", "day")
-_WORD = re.compile(r"[A-Za-z]{2,}")
+# Chinese is written without spaces: one Han character is one candidate "word"; common nouns
+# come first among its replacements, and particles and measure words are not replaced.
+FALLBACK_HAN = ("猫", "狗", "书", "树", "车", "水", "马", "鸟")
+HAN_FUNCTION = frozenset("了的着过吗呢吧啊个只本块条张位件")
+_WORD = re.compile(r"[A-Za-z]{2,}|[\u3400-\u4dbf\u4e00-\u9fff]")
+
+
+def _han(word: str) -> bool:
+    return "\u3400" <= word[0] <= "\u9fff"
 MAX_TRIES = 200  # tokenizer calls at most (each is one tokenisation of the whole text)
 
 
@@ -32,9 +40,10 @@ class Corruption:
 
 
 def _candidates(word: str, pool: Iterable[str]) -> list[str]:
+    """The pool's words of the word's own script (Latin letters or Han), first use of each."""
     seen, out = {word.lower()}, []
     for w in pool:
-        if w.lower() not in seen:
+        if w.lower() not in seen and _han(w) == _han(word):
             seen.add(w.lower())
             out.append(w.capitalize() if word[0].isupper() else w.lower())
     return out
@@ -60,7 +69,8 @@ def suggest_corruption(text: str, count_tokens: Callable[[str], int],
             return 0
 
     n = count(text)
-    pool = [m.group() for m in words if len(m.group()) > 3]
+    pool = list(FALLBACK_HAN) + [m.group() for m in words if len(m.group()) > 3
+                                 or (_han(m.group()) and m.group() not in HAN_FUNCTION)]
     pool += list(FALLBACK_WORDS)
     pool += [m.group() for e in examples for m in _WORD.finditer(e)]
     # Only words the model sees: a long text is cut, and a word past the cut changes nothing.
@@ -77,6 +87,8 @@ def suggest_corruption(text: str, count_tokens: Callable[[str], int],
         return None
     tries = 0
     for m in reversed(words):
+        if m.group() in HAN_FUNCTION:
+            continue
         room = None if max_chars is None else max_chars - len(text) + len(m.group())
         for w in _candidates(m.group(), pool):
             if room is not None and len(w) > room:

@@ -50,6 +50,7 @@ from ..capture.device import free_memory
 from ..errors import InputError
 from ..model.choices import EdgeMethod, choose
 from .edge_graph import CHUNK_BYTES, Context, Graph, Group, Pass, Plan, prepare
+from .patching import gap_warnings
 
 GRADIENT_HEADROOM = 0.5  # the share of the free memory one copy's gradient pass may take
 
@@ -479,4 +480,6 @@ def edge_attribution(model, clean: str, corrupted: str, *, target: str | None = 
                            steps=int(steps) if method == "eap-ig" else 1,
                            tokens=list(s.clean_tokens),
                            corrupted_tokens=list(s.corrupted_tokens),
-                           warnings=list(s.warnings), context=ctx)
+                           warnings=[*s.warnings, *gap_warnings(ctx.m_clean, ctx.m_corrupted,
+                                                                ctx.metric.name)],
+                           context=ctx)

@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from viz_core.i18n import N_
+from viz_core.i18n import N_, Message
 
 from ..capture.recorder import Recorder, recording
 from ..errors import InputError
@@ -380,6 +380,21 @@ def _chunks(subject: PatchSubject, groups, step: int, share_prefix: bool):
             yield index[c0:c0 + step], start
 
 
+SMALL_GAP = 0.01  # of the metric's size (at least 1): below it, every share is mostly noise
+
+
+def gap_warnings(clean: float, corrupted: float, metric_name: str) -> list[Message]:
+    """A warning when the corruption barely moves the metric: effects and edge scores are
+    shares of clean - corrupted, so a tiny difference makes rounding look like an effect."""
+    if abs(clean - corrupted) >= SMALL_GAP * max(1.0, abs(clean), abs(corrupted)):
+        return []
+    return [Message(N_("The corruption barely moves the metric ({name}: clean {clean:.4g}, "
+                       "corrupted {corrupted:.4g}): every number here is a share of that "
+                       "difference, so it is mostly noise. Pick a position (or target token) "
+                       "whose prediction depends on the changed word, or change another word."),
+                    name=metric_name, clean=clean, corrupted=corrupted)]
+
+
 def _check_gap(clean: float, corrupted: float, metric: Metric) -> float:
     gap = clean - corrupted
     if not np.isfinite(gap) or abs(gap) <= 1e-6 * max(1.0, abs(clean), abs(corrupted)):
@@ -450,7 +465,8 @@ def _result(subject, over, rows, columns, cells, values, m_clean, m_corr, metric
                     over=over, rows=rows, columns=columns, method=method,
                     tokens=list(subject.clean_tokens),
                     corrupted_tokens=list(subject.corrupted_tokens), token=metric.token,
-                    against=metric.against, warnings=list(subject.warnings))
+                    against=metric.against,
+                    warnings=[*subject.warnings, *gap_warnings(m_clean, m_corr, metric.name)])
 
 
 # ---- attribution patching ------------------------------------------------------------------
