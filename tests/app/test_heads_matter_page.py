@@ -163,3 +163,20 @@ def test_suggest_button_corrupts_the_clean_text_keeping_its_length():
     assert corrupted != "the big dog saw a red house"
     assert lm.count_tokens(corrupted) == lm.count_tokens("the big dog saw a red house")
     assert any("Suggested corruption" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("model, text, word", [("zh-en", "两只黑色的猫", "cats"),
+                                                ("lm", "the cat", "cat")])
+def test_the_default_position_explains_the_last_word(model, text, word):
+    """A decoder-only model's last position predicts the next word; an encoder-decoder's
+    predicts the end of its output, so it starts one before: where "cats" is predicted, which
+    the suggested corruption (猫 -> 狗) moves, without the small-difference warning."""
+    at = open_app("heads_matter", model=model, text=text, tab="patching")
+    no_errors(at)
+    options = at.selectbox(key="pos").options
+    pos = at.selectbox(key="pos").value
+    assert pos == len(options) - (2 if model == "zh-en" else 1)
+    if model == "zh-en":
+        assert at.session_state["corrupt"] == "两只黑色的狗"
+        assert not [w for w in at.warning if "barely moves" in w.value]
+        assert any(word in m.value for m in at.markdown if "Metric" in m.value)

@@ -49,10 +49,15 @@ def what_to_explain(sel) -> Explained:
     st.subheader(_("What to explain"))
     c_pos, c_tok, c_against = st.columns([2, 2, 2])
     n, labels = len(positions), choice_labels(positions)
-    position = url_select(_("Position"), "pos", range(n), n - 1, container=c_pos,
+    # an encoder-decoder's last position predicts the end of the output: by default, explain
+    # the last output word instead (where a swapped source word shows)
+    default = n - 2 if sel.model.architecture == "encoder-decoder" and n >= 2 else n - 1
+    position = url_select(_("Position"), "pos", range(n), default, container=c_pos,
                           format_func=lambda i: labels[i],
                           help=_("The prediction made at this position of the decoder's input "
-                               "(the next token after it)."))
+                               "(the next token after it). An encoder–decoder starts at the "
+                               "one before the last: the last predicts the end of the "
+                               "output."))
     token = url_text_box(_("Token"), "tok", _("One token of the vocabulary, e.g. the word you "
                          "expect next. Empty: the model's own prediction."), limit=TOKEN_CHARS,
                          strip=True, container=c_tok)
