@@ -126,6 +126,16 @@ def run_notices(info: dict) -> None:
                             "left out; the first (pair {example}): {error}", n)
         st.warning(said.format(n=n, example=first.get("example"), error=first.get("error")),
                    icon="⚠️")
+    if info.get("small_gap"):
+        n = int(info["small_gap"])
+        st.warning(ngettext(
+            "In {n:,} of {total:,} pairs the corruption barely moves the metric (under 1% of "
+            "its size): that pair's shares are mostly noise and can swing the mean. Their "
+            "clean and corrupted metrics are in the pairs' files (examples-*.parquet).",
+            "In {n:,} of {total:,} pairs the corruption barely moves the metric (under 1% of "
+            "its size): those pairs' shares are mostly noise and can swing the mean. Their "
+            "clean and corrupted metrics are in the pairs' files (examples-*.parquet).", n
+        ).format(n=n, total=int(info.get("patched") or 0)), icon="⚠️")
     if not info.get("complete"):
         st.warning(_("Partial run: {done} of {shards} shards finished. Continue it with "
                      "`--resume`.").format(done=info.get("shards_done"),

@@ -147,6 +147,9 @@ def test_page_opens_a_patching_run(patching_dir, monkeypatch, tmp_path):
     # the unequal pair is reported, not hidden
     assert any("1 pair could not be patched" in w.value and "3 tokens" in w.value
                for w in at.warning)
+    # two of the three (red / black cat, dog / cat sees) barely move their metric
+    assert any("In 2 of 3 pairs the corruption barely moves the metric" in w.value
+               for w in at.warning), [w.value for w in at.warning]
     specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     heat = specs[0]["data"][0]
     assert heat["type"] == "heatmap"

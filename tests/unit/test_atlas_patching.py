@@ -99,6 +99,9 @@ def test_each_pair_keeps_its_metric_and_the_bad_pair_its_message(finished, refer
     bad = pairs.loc[5, "error"]
     assert "3 tokens" in bad and "2" in bad  # both counts, as model.patch says them
     assert info["errors"] == [{"example": 5, "error": bad}]
+    # pairs whose corruption moves the metric by under 1% of its size (at least 1): 3 here
+    small = [abs(c - k) < 0.01 * max(1.0, abs(c), abs(k)) for c, k, _ in metrics]
+    assert info["small_gap"] == sum(small) == 3
 
 
 def test_top_pairs_per_head_are_the_largest_effects(finished, reference):
@@ -127,6 +130,7 @@ def test_cli_patching_run(pairs_file, tmp_path, capsys):
                 str(tmp_path / "o"), "--limit", "2", "--shard-size", "2", "--device", "cpu"])
     said = capsys.readouterr()
     assert code == 0 and "patched 2 of 2 pairs" in said.out and "(local)" in said.out
+    assert "in 2 of 2 pairs the corruption barely moves the metric" in said.out  # both small
     assert is_patching(tmp_path / "o")
 
 

@@ -32,6 +32,7 @@ import pandas as pd
 
 from viz_core.i18n import N_
 
+from ..analysis.patching import gap_warnings
 from ..errors import VizError
 from .layout import (
     INFO,
@@ -240,13 +241,13 @@ def summarize_pairs(task: PairTask, out: Path, complete: bool, run: dict | None 
     out = Path(out)
     manifest = read_json(out / MANIFEST) or {}
     moments = _Moments(task.unit, task.value, by_size=task is not PATCHING)
-    counts = {"examples": 0, "failed": 0}
+    counts = {"examples": 0, "failed": 0, "small_gap": 0}
     metrics: dict[str, int] = {}
     errors: list[dict] = []
     shards = done_shards(out)
     for s in shards:
-        ex = pq.read_table(examples_path(out, s),
-                           columns=["example", "metric", "error"]).to_pylist()
+        ex = pq.read_table(examples_path(out, s), columns=[
+            "example", "metric", "error", "clean_metric", "corrupted_metric"]).to_pylist()
         counts["examples"] += len(ex)
         for r in ex:
             if r["error"] is not None:
@@ -256,6 +257,9 @@ def summarize_pairs(task: PairTask, out: Path, complete: bool, run: dict | None 
             elif r["metric"]:  # the first 20 kinds of metric, then "other"
                 key = r["metric"] if r["metric"] in metrics or len(metrics) < 20 else "other"
                 metrics[key] = metrics.get(key, 0) + 1
+                # a pair whose corruption barely moves its metric: its shares are noise
+                counts["small_gap"] += bool(gap_warnings(r["clean_metric"],
+                                                         r["corrupted_metric"], key))
         df = pq.read_table(heads_path(out, s)).to_pandas()
         if len(df):
             moments.add(df)
