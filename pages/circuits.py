@@ -21,9 +21,9 @@ from attention_lab.ui.circuits import (
     open_clicked_head,
     refusal,
 )
-from attention_lab.ui.contributions import attempt, suggested_corruption
+from attention_lab.ui.contributions import attempt, show_result_warnings, suggested_corruption
 from attention_lab.ui.controls import url_select, url_text_box
-from attention_lab.ui.errors import literal, translated
+from attention_lab.ui.errors import literal
 from attention_lab.ui.page import selection
 from attention_lab.ui.runs import run_analysis
 from viz_core.figures.circuit import circuit_figure, faithfulness_figure
@@ -70,8 +70,7 @@ with attempt(_("finding the circuit")):
         result = run_analysis(request, _("Scoring every edge ({value})…").format(
                                            value=_(METHOD_LABELS[method])))
     if result is not None:
-        for w in result.warnings:
-            st.warning(literal(translated(w)), icon="✂️")
+        show_result_warnings(result)
         edges = result.edges
         st.caption(_("Metric: {metric} (clean {clean:.3f}, corrupted {corrupted:.3f}); "
                      "{n_edges:,} edges.").format(

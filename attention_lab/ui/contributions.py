@@ -79,6 +79,16 @@ def head_search(request: SearchRequest):
         return _search(request)
 
 
+def show_result_warnings(result) -> None:
+    """A patching or edge result's warnings: the input's cut (✂️) and a corruption that
+    barely moves the metric (⚠️), shown literally."""
+    from viz_core.analysis.patching import SMALL_GAP_WARNING
+
+    for w in result.warnings:
+        small = getattr(w, "msgid", None) == SMALL_GAP_WARNING
+        st.warning(literal(translated(w)), icon="⚠️" if small else "✂️")
+
+
 @st.cache_data(max_entries=CACHE, show_spinner=False)
 def suggested_corruption(model_name: str, device: str, text: str):
     """(corrupted text, replaced word, its replacement), or None."""

@@ -130,7 +130,9 @@ def test_a_pair_that_barely_moves_the_metric_is_said():
     at = open_app("circuits", model="lm", circ_clean="the cat sat on the",
                   circ_corrupt="the dog sat on the")
     no_errors(at)
-    assert [w for w in at.warning if "barely moves" in w.value] and _figures(at)
+    said = [w for w in at.warning if "barely moves" in w.value]
+    assert said and _figures(at)
+    assert said[0].icon == "⚠️"  # not the ✂️ of a cut input
 
 
 def test_empty_text_asks_for_a_pair():

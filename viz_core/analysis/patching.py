@@ -381,6 +381,10 @@ def _chunks(subject: PatchSubject, groups, step: int, share_prefix: bool):
 
 
 SMALL_GAP = 0.01  # of the metric's size (at least 1): below it, every share is mostly noise
+SMALL_GAP_WARNING = N_("The corruption barely moves the metric ({name}: clean {clean:.4g}, "
+                       "corrupted {corrupted:.4g}): every number here is a share of that "
+                       "difference, so it is mostly noise. Pick a position (or target token) "
+                       "whose prediction depends on the changed word, or change another word.")
 
 
 def gap_warnings(clean: float, corrupted: float, metric_name: str) -> list[Message]:
@@ -388,11 +392,7 @@ def gap_warnings(clean: float, corrupted: float, metric_name: str) -> list[Messa
     shares of clean - corrupted, so a tiny difference makes rounding look like an effect."""
     if abs(clean - corrupted) >= SMALL_GAP * max(1.0, abs(clean), abs(corrupted)):
         return []
-    return [Message(N_("The corruption barely moves the metric ({name}: clean {clean:.4g}, "
-                       "corrupted {corrupted:.4g}): every number here is a share of that "
-                       "difference, so it is mostly noise. Pick a position (or target token) "
-                       "whose prediction depends on the changed word, or change another word."),
-                    name=metric_name, clean=clean, corrupted=corrupted)]
+    return [Message(SMALL_GAP_WARNING, name=metric_name, clean=clean, corrupted=corrupted)]
 
 
 def _check_gap(clean: float, corrupted: float, metric: Metric) -> float:

@@ -20,9 +20,9 @@ from viz_core.i18n import _
 
 from .. import state
 from ..charts import chart, download, download_csv
-from ..contributions import attempt, patching_npz, suggested_corruption
+from ..contributions import attempt, patching_npz, show_result_warnings, suggested_corruption
 from ..controls import url_select, url_text_box
-from ..errors import literal, translated
+from ..errors import literal
 from ..lang import fragment
 from ..runs import AnalysisRequest, run_analysis
 from .explain import Explained
@@ -102,8 +102,7 @@ def patching_tab(sel, explained: Explained) -> None:
         st.markdown(_("Metric: **{metric}**: clean {clean:.4f}, corrupted {corrupted:.4f}. "
                       "Effect 1 = the patched unit alone restores the clean value; 0 = no change.").format(
                         metric=literal(real.metric), clean=real.clean, corrupted=real.corrupted))
-        for w in real.warnings:
-            st.warning(literal(translated(w)), icon="✂️")
+        show_result_warnings(real)
         if over == "layers":
             chart(layer_effect_bars(real.effect, real.rows,
                                     "Patching the stream entering each layer"),
