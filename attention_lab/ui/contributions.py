@@ -19,6 +19,7 @@ import numpy as np
 import streamlit as st
 
 import viz_core as vc
+from viz_core.analysis.patching import SMALL_GAP_WARNING
 from viz_core.i18n import N_, _
 
 from .charts import chart, download
@@ -82,8 +83,6 @@ def head_search(request: SearchRequest):
 def show_result_warnings(result) -> None:
     """A patching or edge result's warnings: the input's cut (✂️) and a corruption that
     barely moves the metric (⚠️), shown literally."""
-    from viz_core.analysis.patching import SMALL_GAP_WARNING
-
     for w in result.warnings:
         small = getattr(w, "msgid", None) == SMALL_GAP_WARNING
         st.warning(literal(translated(w)), icon="⚠️" if small else "✂️")

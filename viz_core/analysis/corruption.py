@@ -24,11 +24,11 @@ FALLBACK_WORDS = ("dog", "cat", "house", "car", "tree", "city", "book", "river",
 FALLBACK_HAN = ("猫", "狗", "书", "树", "车", "水", "马", "鸟")
 HAN_FUNCTION = frozenset("了的着过吗呢吧啊个只本块条张位件")
 _WORD = re.compile(r"[A-Za-z]{2,}|[\u3400-\u4dbf\u4e00-\u9fff]")
+MAX_TRIES = 200  # tokenizer calls at most (each is one tokenisation of the whole text)
 
 
 def _han(word: str) -> bool:
     return "\u3400" <= word[0] <= "\u9fff"
-MAX_TRIES = 200  # tokenizer calls at most (each is one tokenisation of the whole text)
 
 
 @dataclass(frozen=True)

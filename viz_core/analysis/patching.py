@@ -387,10 +387,15 @@ SMALL_GAP_WARNING = N_("The corruption barely moves the metric ({name}: clean {c
                        "whose prediction depends on the changed word, or change another word.")
 
 
+def small_gap(clean: float, corrupted: float) -> bool:
+    """Whether the corruption barely moves the metric: effects and edge scores are shares of
+    clean - corrupted, so a tiny difference makes rounding look like an effect."""
+    return abs(clean - corrupted) < SMALL_GAP * max(1.0, abs(clean), abs(corrupted))
+
+
 def gap_warnings(clean: float, corrupted: float, metric_name: str) -> list[Message]:
-    """A warning when the corruption barely moves the metric: effects and edge scores are
-    shares of clean - corrupted, so a tiny difference makes rounding look like an effect."""
-    if abs(clean - corrupted) >= SMALL_GAP * max(1.0, abs(clean), abs(corrupted)):
+    """[the warning] when ``small_gap``, else []."""
+    if not small_gap(clean, corrupted):
         return []
     return [Message(SMALL_GAP_WARNING, name=metric_name, clean=clean, corrupted=corrupted)]
 

@@ -32,7 +32,7 @@ import pandas as pd
 
 from viz_core.i18n import N_
 
-from ..analysis.patching import gap_warnings
+from ..analysis.patching import small_gap
 from ..errors import VizError
 from .layout import (
     INFO,
@@ -258,8 +258,7 @@ def summarize_pairs(task: PairTask, out: Path, complete: bool, run: dict | None 
                 key = r["metric"] if r["metric"] in metrics or len(metrics) < 20 else "other"
                 metrics[key] = metrics.get(key, 0) + 1
                 # a pair whose corruption barely moves its metric: its shares are noise
-                counts["small_gap"] += bool(gap_warnings(r["clean_metric"],
-                                                         r["corrupted_metric"], key))
+                counts["small_gap"] += small_gap(r["clean_metric"], r["corrupted_metric"])
         df = pq.read_table(heads_path(out, s)).to_pandas()
         if len(df):
             moments.add(df)

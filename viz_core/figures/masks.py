@@ -169,27 +169,27 @@ def mask_panels(masks: Sequence[np.ndarray], titles: Sequence[str],
     # sent 34 MB of full-size masks to the browser)
     f = pool_factor(max(m.shape[0] for m in masks), max(m.shape[1] for m in masks),
                     MAX_MASK_BYTES // len(masks))
-    pooled = [pooled_labels(q, f)[0] for q in query_tokens]
-    shared = all(q == pooled[0] for q in pooled)
-    later_labels = [plot_text(t) for q in pooled[1:] for t in q]
+    rows = [pooled_labels(q, f) for q in query_tokens]  # (labels, tick tokens) per panel
+    cols = [pooled_labels(k, f) for k in key_tokens]
+    shared = all(labels == rows[0][0] for labels, _ticks in rows)
+    later_labels = [plot_text(t) for labels, _ticks in rows[1:] for t in labels]
     spacing = 0.04 if shared else panel_spacing(later_labels)
     fig = make_subplots(rows=1, cols=len(masks), subplot_titles=list(titles),
                         horizontal_spacing=spacing, shared_yaxes=shared)
     ticks = panel_ticks(len(masks), spacing)
-    for i, (m, qt, kt) in enumerate(zip(masks, query_tokens, key_tokens, strict=True), start=1):
-        xl, kt = pooled_labels(kt, f)
-        yl, qt = pooled_labels(qt, f)
+    for i, (m, (yl, qt), (xl, kt)) in enumerate(zip(masks, rows, cols, strict=True), start=1):
         if f == 1:
-            cells = dict(z=m.astype(np.uint8), colorscale=MASK_COLORSCALE, xgap=int(m.size <= 64 * 64),
-                         ygap=int(m.size <= 64 * 64),
+            gap = int(m.size <= 64 * 64)
+            cells = dict(z=m.astype(np.uint8), colorscale=MASK_COLORSCALE, zmax=1, xgap=gap,
+                         ygap=gap,
                          hovertemplate="%{y} → %{x}: %{z} (1 = True = blocked)<extra></extra>")
         else:
             percent = np.rint(100 * pool2d(m, how="mean", factor=f)).astype(np.uint8)
             cells = dict(z=percent, colorscale=SHARE_COLORSCALE, zmax=100,
                          hovertemplate="%{y} → %{x}: " + _("{share} blocked").format(
                              share="%{z}%") + "<extra></extra>")
-        fig.add_trace(go.Heatmap(x=xl, y=yl, zmin=0, showscale=False, name="mask",
-                                 **({"zmax": 1} | cells)), row=1, col=i)
+        fig.add_trace(go.Heatmap(x=xl, y=yl, zmin=0, showscale=False, name="mask", **cells),
+                      row=1, col=i)
         axis_id = "" if i == 1 else str(i)
         marks = None if f > 1 else blocked_marks(
             m, xl, yl, xaxis=f"x{axis_id}", yaxis=f"y{axis_id}", showlegend=False,
@@ -210,9 +210,8 @@ def mask_panels(masks: Sequence[np.ndarray], titles: Sequence[str],
     note = _(MASK_NOTE) if f == 1 else _(POOLED_NOTE).format(f=f)
     base_layout(fig, title_dict(f"{title or _('Masks')}   <sup>{note}</sup>", above=24),
                 showlegend=False, plot_bgcolor="#d9d9d9",
-                height=panels_height(max(len(q) for q in pooled),
-                                     [plot_text(t) for k in key_tokens
-                                      for t in pooled_labels(k, f)[1]]))
+                height=panels_height(max(len(labels) for labels, _ticks in rows),
+                                     [plot_text(t) for _labels, ticks in cols for t in ticks]))
     return fig
 
 
