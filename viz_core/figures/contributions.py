@@ -189,7 +189,7 @@ def shared_limit(*arrays) -> float:
 
 def layer_effect_bars(effect: Sequence[float], rows: Sequence[str], title: str) -> go.Figure:
     """One effect per layer (the stream entering it, all positions patched)."""
-    return _bars(list(rows), list(effect), title, "effect (0 = corrupted, 1 = clean)")
+    return _bars(list(rows), list(effect), title, _("effect (0 = corrupted, 1 = clean)"))
 
 
 def patching_scatter(real: np.ndarray, approx: np.ndarray, labels: Sequence[str],
@@ -209,7 +209,8 @@ def patching_scatter(real: np.ndarray, approx: np.ndarray, labels: Sequence[str]
                    customdata=[plot_text(lab) for lab, k in zip(labels, ok) if k],
                    hovertemplate="%{customdata}<br>patching %{x:.3f} · attribution "
                                  "%{y:.3f}<extra></extra>")],
-        layout=layout_dict(title or f"Attribution vs activation patching (Pearson r = {r})",
+        layout=layout_dict(title or _("Attribution vs activation patching (Pearson r = {r})"
+                                      ).format(r=r),
                            xaxis=dict(title=_("activation patching")),
                            yaxis=dict(title=_("attribution patching")), showlegend=False,
                            height=380))

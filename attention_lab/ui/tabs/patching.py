@@ -105,7 +105,7 @@ def patching_tab(sel, explained: Explained) -> None:
         show_result_warnings(real)
         if over == "layers":
             chart(layer_effect_bars(real.effect, real.rows,
-                                    "Patching the stream entering each layer"),
+                                    _("Patching the stream entering each layer")),
                   key="hm_patch", name="patching-layers")
         else:
             _beside_attribution_patching(real, replace(request, name="attribution_patch"), over)
