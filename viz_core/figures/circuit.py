@@ -167,7 +167,7 @@ def faithfulness_figure(counts: Sequence[int], values: Sequence[float], *,
                                  hovertemplate="%{x} edges kept: %{y:.3f}<extra></extra>"))
     fig.add_hline(y=1, line=dict(color="#adb5bd", dash="dot"))
     fig.add_hline(y=0, line=dict(color="#adb5bd", dash="dot"))
-    fig.update_layout(**layout_dict("Faithfulness of the top edges", height=height,
+    fig.update_layout(**layout_dict(_("Faithfulness of the top edges"), height=height,
                                     margin=dict(l=50, r=10, t=50, b=40)), showlegend=False)
     fig.update_xaxes(title=_("edges kept"))
     fig.update_yaxes(title=_("faithfulness (1 = clean, 0 = corrupted)"))

@@ -109,8 +109,8 @@ def attribution_bars(frame: pd.DataFrame, title: str | None = None) -> go.Figure
         rows += [(f"{b} (all heads)", v) for b, v in sorted(sums.items(),
                                                               key=lambda t: _block_order(t[0]))]
     return _bars([n for n, _ in rows], [v for _, v in rows],
-                 title or "Embeddings, MLPs and biases",
-                 "contribution to the logit")
+                 title or _("Embeddings, MLPs and biases"),
+                 _("contribution to the logit"))
 
 
 def _bars(labels: Sequence[str], values: Sequence[float], title: str, x_title: str,
@@ -156,8 +156,8 @@ def logit_lens_grid(layers: Sequence[str], tokens: Sequence[str],
                     texttemplate="%{text}", textfont=dict(size=10))
     ticks = [plot_text(_cut(t)) for t in tokens]
     fig = go.Figure(go.Heatmap(**heat), layout=layout_dict(
-        title or "Logit lens: top token per layer and position (colour: probability of the "
-                 "final prediction)",
+        title or _("Logit lens: top token per layer and position (colour: probability of "
+                   "the final prediction)"),
         xaxis=dict(type="category", title=_("position (input token)"),
                    tickmode="array", tickvals=xl, ticktext=ticks, tickangle=-45),
         yaxis=dict(type="category", title="", autorange="reversed"),
@@ -257,8 +257,9 @@ def qk_bars(frame: pd.DataFrame, score: float, top: int = 15,
     f = f.head(min(top, BAR_MAX))
     labels = [f"{q} × {k}" for q, k in zip(f["query_component"], f["key_component"])]
     return _bars(labels, list(f["contribution"]),
-                 title or f"Largest terms of the score {score:.4g} (query side × key side)",
-                 "contribution to the pre-softmax score")
+                 title or _("Largest terms of the score {score:.4g} (query side × key "
+                            "side)").format(score=score),
+                 _("contribution to the pre-softmax score"))
 
 
 # ---- head search ------------------------------------------------------------------------------
