@@ -90,3 +90,8 @@ def test_segment_heatmap_draws_one_stripe_per_segment_and_bold_specials():
     assert len(fig.layout.shapes) == 4  # A and B, above and to the left
     assert fig.layout.shapes[0].x0 == -0.5 and fig.layout.shapes[0].x1 == 2.5
     assert "<b>[CLS]</b>" in fig.layout.xaxis.ticktext
+    # the query stripe sits between the plot and the query labels, never over the labels
+    left = fig.layout.shapes[1]
+    assert (left.xref, left.xsizemode, left.xanchor) == ("paper", "pixel", 0)
+    assert left.x0 < left.x1 < 0
+    assert fig.layout.yaxis.ticklabelstandoff > -left.x0

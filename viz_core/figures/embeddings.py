@@ -8,13 +8,17 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from viz_core.i18n import _
+from viz_core.i18n import N_, _
 
 from ..lessons.embeddings import EmbeddingParts, segment_runs
 from .common import SCORE_COLORSCALE, base_layout, f32, plot_text, unique_labels
 from .heatmap import matrix_heatmap
 
 SEGMENT_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd"]
+STRIPE_PX = (3, 13)  # the segment stripes: from 3 to 13 px outside the plot
+# the three parts of BERT's input embedding and their sum, as the figures name them
+PART_NAMES = {"token": N_("token"), "segment": N_("segment"), "position": N_("position"),
+              "total": N_("sum")}
 SPECIALS = {"[CLS]", "[SEP]", "<s>", "</s>", "[PAD]", "<pad>"}
 
 
@@ -28,14 +32,18 @@ def segment_heatmap(pattern_head: np.ndarray, tokens: Sequence[str], segments: S
     for a, b, s in segment_runs(list(segments)):
         color = SEGMENT_COLORS[s % len(SEGMENT_COLORS)]
         label = "AB"[s] if s in (0, 1) else str(s)
-        # under the keys: the top of the plot holds the key labels
-        fig.add_shape(type="rect", xref="x", yref="paper", x0=a - 0.5, x1=b - 0.5, y0=-0.05,
-                      y1=-0.01, fillcolor=color, line_width=0)
-        fig.add_shape(type="rect", xref="paper", yref="y", x0=-0.05, x1=-0.01, y0=a - 0.5,
-                      y1=b - 0.5, fillcolor=color, line_width=0)
-        fig.add_annotation(xref="x", yref="paper", x=(a + b - 1) / 2, y=-0.05,
-                           text=f"segment {label}", showarrow=False, yanchor="top",
-                           font=dict(color=color))
+        # Stripes of a fixed width in pixels just outside the plot: under the keys (the top
+        # holds their labels) and left of the queries, whose labels stand off past the stripe.
+        fig.add_shape(type="rect", xref="x", yref="paper", x0=a - 0.5, x1=b - 0.5,
+                      ysizemode="pixel", yanchor=0, y0=-STRIPE_PX[1], y1=-STRIPE_PX[0],
+                      fillcolor=color, line_width=0)
+        fig.add_shape(type="rect", xref="paper", yref="y", y0=a - 0.5, y1=b - 0.5,
+                      xsizemode="pixel", xanchor=0, x0=-STRIPE_PX[1], x1=-STRIPE_PX[0],
+                      fillcolor=color, line_width=0)
+        fig.add_annotation(xref="x", yref="paper", x=(a + b - 1) / 2, y=0,
+                           yshift=-STRIPE_PX[1] - 2, text=_("segment {label}").format(label=label),
+                           showarrow=False, yanchor="top", font=dict(color=color))
+    fig.update_yaxes(ticklabelstandoff=STRIPE_PX[1] + 4)
     for axis in (fig.layout.xaxis, fig.layout.yaxis):
         if axis.ticktext:
             axis.ticktext = [f"<b>{t}</b>" if t in SPECIALS else t for t in axis.ticktext]
@@ -49,12 +57,12 @@ def embedding_norms_figure(parts: EmbeddingParts) -> go.Figure:
     norms = parts.norms()
     fig = go.Figure()
     for name in ("token", "segment", "position", "total"):
-        fig.add_trace(go.Bar(x=labels, y=f32(norms[name]),
-                             name=_("sum") if name == "total" else name,
-                             hovertemplate="%{x}: ‖" + name + "‖ = %{y:.3f}<extra></extra>"))
+        shown = _(PART_NAMES[name])
+        fig.add_trace(go.Bar(x=labels, y=f32(norms[name]), name=shown,
+                             hovertemplate="%{x}: ‖" + shown + "‖ = %{y:.3f}<extra></extra>"))
     fig.update_xaxes(type="category", tickmode="array", tickvals=labels,
                      ticktext=[plot_text(t) for t in parts.tokens], title=_("token"))
-    fig.update_yaxes(title="L2 norm")
+    fig.update_yaxes(title=_("L2 norm"))
     return base_layout(fig, _("Norm of each part of the input embedding"), barmode="group")
 
 
@@ -62,7 +70,8 @@ def embedding_rows_figure(parts: EmbeddingParts, i: int) -> go.Figure:
     """Token i's rows: token, segment, position, their sum and LayerNorm(sum), by dimension."""
     rows = np.stack([parts.token[i], parts.segment[i], parts.position[i], parts.total[i],
                      parts.normed[i]])
-    names = ["token", "segment", "position", "sum", "LayerNorm(sum)"]
+    names = [_(PART_NAMES[n]) for n in ("token", "segment", "position", "total")]
+    names.append(f"LayerNorm({names[-1]})")
     lim = float(np.max(np.abs(rows[:4]))) or 1.0
     fig = go.Figure(go.Heatmap(z=f32(rows), y=names, colorscale=SCORE_COLORSCALE, zmin=-lim,
                                zmax=lim, hovertemplate="%{y}, dim %{x}: %{z:.4f}<extra></extra>"))
