@@ -45,7 +45,7 @@ if not trace.stream:
 
 kind, layer, head, block = pick_head(trace)
 st.subheader(_("From heads to the block's output"))
-steps = vb.shape_steps(block, info, trace)
+steps = [(vb.step_label(name), what, shape) for name, what, shape in vb.shape_steps(block, info, trace)]
 st.dataframe(pd.DataFrame(steps, columns=[_("step"), _("what happens"), _("shape [B, …]")]),
              hide_index=True, width="stretch", height=35 * (len(steps) + 1) + 3)
 stack, layer_no, sub = block.name.split(".")

@@ -42,8 +42,8 @@ cap = block.softcap
 logits = (r"\frac{q K^\top}{\sqrt{d_k}}" if cap is None else
           r"c \tanh\!\left(\frac{q K^\top}{c\sqrt{d_k}}\right)")
 st.latex(r"\mathrm{Attention}(q, K, V) = \mathrm{softmax}\!\left(" + logits +
-         r" + M\right) V,\qquad M_{j} = \begin{cases}-\infty & \text{key } j \text{ blocked}"
-         r"\\ 0 & \text{otherwise}\end{cases},\qquad d_k = " + str(d_k)
+         r" + M\right) V,\qquad M_{j} = \begin{cases}-\infty & \text{" + _("key j blocked")
+         + r"}\\ 0 & \text{" + _("otherwise") + r"}\end{cases},\qquad d_k = " + str(d_k)
          + ("" if cap is None else rf",\quad c = {cap:g}"))
 if cap is not None:
     st.info(_("This model caps its attention logits (softcapping, as in Gemma 2): every score s "

@@ -46,7 +46,7 @@ with tab_model:
             full = trace.positional
         layout = sinusoid_layout(full) if trace.positional_kind == "sinusoidal" else None
         if layout == "half":
-            st.latex(r"\text{This model (Marian): } PE_{(pos,\,i)} = \sin\!\left("
+            st.latex(r"\text{" + _("This model (Marian):") + r"} \ PE_{(pos,\,i)} = \sin\!\left("
                      r"\frac{pos}{10000^{2i/d_{model}}}\right),\ "
                      r"PE_{(pos,\,\lceil d/2\rceil + i)} = \cos\!\left("
                      r"\frac{pos}{10000^{2i/d_{model}}}\right)")

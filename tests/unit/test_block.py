@@ -17,7 +17,16 @@ import torch
 import torch.nn.functional as F
 
 import viz_core as vc
-from viz_core.analysis.block import added, head_contributions, layer_rows, shape_steps, stream_norms
+from viz_core import i18n
+from viz_core.analysis.block import (
+    STEP_LABELS,
+    added,
+    head_contributions,
+    layer_rows,
+    shape_steps,
+    step_label,
+    stream_norms,
+)
 from viz_core.backends.base import record
 
 HF_FAMILIES = ["bert", "distilbert", "roberta", "gpt2", "bart", "t5", "marian", "albert",
@@ -183,6 +192,15 @@ def test_rows_norms_and_shapes_from_a_trace():
     assert steps["W_O"] == f"[1, {tq}, {model.cfg.d_model}]"
     assert f"[1, {tq}, {h * d_k}]" in steps["concat"]
     assert str(model.cfg.d_ff) in steps["feed-forward"]
+    # every step is a formula or has a label in the reader's language
+    formulas = {"Q = x W_Q", "K, V", "softmax", "z = pattern · V", "W_O"}
+    assert set(steps) - formulas <= set(STEP_LABELS)
+    i18n.set_language("zh")
+    try:
+        assert all(step_label(s) != s for s in set(steps) - formulas)
+    finally:
+        i18n.set_language("en")
+    assert [step_label(s) for s in steps] == list(steps)
 
 
 def test_no_stream_unless_asked(tiny):

@@ -146,6 +146,43 @@ def test_no_user_visible_literal_is_left_unmarked():
     assert sorted(still) == sorted(NOT_YET), "a file is done: drop it from NOT_YET"
 
 
+def _literal_text(node: ast.AST) -> str:
+    """The string literals of an expression in source order; a call (such as _()) reads as
+    "#", so the text it returns is not the literal's."""
+    if isinstance(node, ast.Constant):
+        return node.value if isinstance(node.value, str) else "#"
+    if isinstance(node, ast.BinOp):
+        return _literal_text(node.left) + _literal_text(node.right)
+    if isinstance(node, ast.JoinedStr):
+        return "".join(_literal_text(v) for v in node.values)
+    return "#"
+
+
+def english_in_latex(source: str) -> list[str]:
+    """The English words in each st.latex formula's \\text{...} parts, where a formula has two
+    or more (one, such as \\text{base}, is a symbol's name): those go through _() too."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "latex" and node.args):
+            formula = _literal_text(node.args[0])
+            words = WORDS.findall(" ".join(re.findall(r"\\text\{([^}]*)\}", formula)))
+            if len(words) >= 2:
+                found.append(f"{node.lineno}: {words}")
+    return found
+
+
+def test_no_english_words_in_formulas():
+    found = [f"{p.relative_to(ROOT)}:{f}" for p in ui_files()
+             for f in english_in_latex(p.read_text(encoding="utf-8"))]
+    assert found == []
+    # the Inside a head formula as it was, and as it is
+    assert english_in_latex('st.latex(r"M_j = \\begin{cases}-\\infty & \\text{key } j '
+                            '\\text{ blocked}" r"\\\\ 0 & \\text{otherwise}\\end{cases}")')
+    assert not english_in_latex('st.latex(r"-\\infty & \\text{" + _("key j blocked") + r"}'
+                                '\\\\ 0 & \\text{" + _("otherwise") + r"}")')
+
+
 def test_every_fragment_sets_the_language():
     """A fragment rerun skips the page's top code, so each uses ui.lang.fragment, which
     sets the session's language first; a bare @st.fragment would speak English."""

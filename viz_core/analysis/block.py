@@ -28,6 +28,15 @@ from ..model.choices import NormPlacement, Stack, Sublayer, choose, options
 SUBLAYERS = options(Sublayer)
 SUBLAYER_LABELS = {"self": N_("self-attention"), "cross": N_("cross-attention"),
                    "ffn": N_("feed-forward")}
+# shape_steps' step names (its keys stay English), as a table shows them: step_label
+STEP_LABELS = {"input": N_("input"), "norm": N_("norm"), "scores": N_("scores"),
+               "concat": N_("concat"), "add & norm": N_("add & norm"), "norm, add": N_("norm, add"),
+               "add": N_("add"), "feed-forward": N_("feed-forward"), "output": N_("output")}
+
+
+def step_label(step: str) -> str:
+    """A shape step's name in the reader's language (formulas such as "Q = x W_Q" stay)."""
+    return _(STEP_LABELS[step]) if step in STEP_LABELS else step
 
 
 def added(points: dict[str, torch.Tensor], kind: Sublayer, placement: NormPlacement

@@ -64,7 +64,7 @@ def stream_heatmap(norms: np.ndarray, tokens: Sequence[str], stack: str) -> go.F
 def head_share_heatmap(shares: np.ndarray, tokens: Sequence[str], head: int,
                        block_name: str) -> go.Figure:
     """‖z_h W_O[h]^T‖ per head (rows) and query token (columns)."""
-    rows = [f"head {h}" + (" ◀" if h == head else "") for h in range(shares.shape[0])]
+    rows = [_("head {h}").format(h=h) + (" ◀" if h == head else "") for h in range(shares.shape[0])]
     return matrix_heatmap(f32(shares), rows, list(tokens),
                           title=_("{block_name}: each head's share after W_O (L2 norm)").format(
                                     block_name=block_name),

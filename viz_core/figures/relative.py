@@ -56,8 +56,8 @@ def xl_terms_figure(terms: dict[str, np.ndarray], tokens: Sequence[str] | None =
         fig.add_trace(go.Heatmap(
             z=f32(terms[name]), colorscale=SCORE_COLORSCALE, zmin=-lim, zmax=lim,
             showscale=c == len(names), name=name,
-            hovertemplate="i %{y}, j %{x}: %{z:.3f}<extra>" + name + "</extra>"), row=1, col=c)
+            hovertemplate="i %{y}, j %{x}: %{z:.3f}<extra>" + _(name) + "</extra>"), row=1, col=c)
         fig.update_yaxes(autorange="reversed", tickvals=list(range(n)), ticktext=ticks,
                          title=_("query i") if c == 1 else None, row=1, col=c)
-        fig.update_xaxes(tickvals=list(range(n)), ticktext=ticks, title="key j", row=1, col=c)
+        fig.update_xaxes(tickvals=list(range(n)), ticktext=ticks, title=_("key j"), row=1, col=c)
     return base_layout(fig, _("Transformer-XL score = a + b + c + d"), height=360)

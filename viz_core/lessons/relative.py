@@ -135,5 +135,5 @@ def xl_terms(m: ToyXL) -> dict[str, np.ndarray]:
         N_("d · global position bias"): r @ m.v,
     }
     out = {name: np.ascontiguousarray(t, dtype=np.float32) for name, t in terms.items()}
-    out["total"] = np.sum([terms[t] for t in terms], axis=0).astype(np.float32)
+    out[N_("total")] = np.sum([terms[t] for t in terms], axis=0).astype(np.float32)
     return out
