@@ -136,7 +136,7 @@ with tab_compare:
         st.markdown(_("**Rotary (RoFormer)**: q and k turned in every attention"))
         ones = np.ones(d_cmp)
         chart(rotary_score_figure(rotary_scores(ones, ones, theta, n_cmp),
-                                  title="q_m · k_n for q = k = (1, …, 1)"),
+                                  title=_("q_m · k_n for q = k = (1, …, 1)")),
               key="cmp_rope", name="cmp-rope")
     st.markdown(
         _("Both use the same frequencies θᵢ = base^(−2i/d), and both matrices depend only on "

@@ -5,6 +5,7 @@ and the address; no browser language means English.
 
 One AppTest session walks the pages (switch_page), so the models and traces load once."""
 
+import json
 import re
 
 import pytest
@@ -19,7 +20,7 @@ NAMES = ["Hugging Face", "Hub id", "Transformer-XL", "Jensen–Shannon", "Abnar 
          "Ferrando & Voita", "Elhage", "logit lens", "Attention Lab", "teacher forcing",
          "softmax", "rollout", "span masking", "It was very tired", "python -m viz_core.atlas",
          "because it was too ADJ",  # an English sentence pattern the zh-en model translates
-         "ln 2", "Syed", "Hanna", "Bahdanau", "Vaswani", "RoFormer", "MiniLM", "TinyBERT",
+         "ln 2", "Pearson", "Spearman", "Syed", "Hanna", "Bahdanau", "Vaswani", "RoFormer", "MiniLM", "TinyBERT",
          "all-MiniLM-L6-v2", "ERNIE", "UniLM", "XLNet", "RoBERTa", "BERT", "GPT", "BART",
          "Marian", "Llama", "Mistral", "Qwen", "Gemma", "OLMo", "Phi-3", "NTK", "YaRN"]
 WORD_RUN = re.compile(r"[A-Za-z][A-Za-z'’]+(?:[-–][A-Za-z]+)*(?:[ ,]+[A-Za-z][A-Za-z'’]+"
@@ -52,6 +53,51 @@ def shown_texts(at: AppTest) -> list[tuple[str, str]]:
         for e in at.get(kind):
             out += [(f"{kind} label", e.label or ""), (f"{kind} help", e.help or "")]
     return out
+
+
+def figure_texts(at: AppTest) -> list[tuple[str, str]]:
+    """(part, text) of what each chart shows in words: its title, axis and colour-bar titles,
+    annotations, legend entries and hover templates (their %{...} fields and tags removed)."""
+    out = []
+
+    def add(part, value):
+        value = value.get("text") if isinstance(value, dict) else value
+        if isinstance(value, str) and value:
+            out.append((part, re.sub(r"<[^>]+>", " ", re.sub(r"%\{[^}]*\}", " ", value))))
+
+    for chart in at.get("plotly_chart"):
+        fig = json.loads(chart.proto.spec)
+        layout = fig.get("layout", {})
+        add("title", layout.get("title"))
+        for name, axis in layout.items():
+            if re.fullmatch(r"[xy]axis\d*", name) and isinstance(axis, dict):
+                add("axis", axis.get("title"))
+        for note in layout.get("annotations") or []:
+            add("annotation", note.get("text"))
+        for trace in fig.get("data", []):
+            if (trace.get("type", "scatter") in ("scatter", "bar") and trace.get("showlegend")
+                    is not False and layout.get("showlegend") is not False):
+                add("legend", trace.get("name"))
+            add("colour bar", (trace.get("colorbar") or {}).get("title"))
+            add("hover", trace.get("hovertemplate"))
+    return out
+
+
+# Words a chart keeps as they are: block names (encoder.0.self), special tokens, True/False of a
+# mask, and notation.
+FIGURE_TERMS = {"encoder", "decoder", "self", "cross", "embed", "mlp", "logits", "True",
+                "False", "PAD", "CLS", "SEP", "eos", "bos", "unk", "pad", "softmax", "rollout",
+                "EAP", "MLP", "logit", "sin", "cos", "log", "out", "best", "nats"}
+
+
+def english_words(text: str, user_words: set[str]) -> list[str]:
+    """English words (3+ letters) of a chart's text, but names, notation, the user's words and
+    tokens: "2·red" and what it predicts ("2·red → teacher", model output)."""
+    text = re.sub(r"\d+·\S+(\s*→\s*[^\s（(]+)?", " ", text)
+    for name in NAMES:
+        text = text.replace(name, " ")
+    return [w for w in re.findall(r"[A-Za-z]{3,}", text)
+            if w not in FIGURE_TERMS and w.lower() not in user_words]
 
 
 def user_words(at: AppTest) -> set[str]:
@@ -103,12 +149,16 @@ def test_every_page_speaks_chinese(sessions, model, page):
     left = [(kind, run) for kind, text in shown_texts(at) for run in english_runs(text, words)]
     models = at.selectbox(key="model_pick").options  # the model list's descriptions too
     left += [("model list", run) for text in models for run in english_runs(text, set())]
+    left += [(part, text) for part, text in figure_texts(at) if english_words(text, words)]
     assert left == [], left
     assert re.search(r"[\u4e00-\u9fff]", at.title[0].value) if at.title else True
 
 
 def test_the_english_detector_can_fail():
     assert english_runs("这是 the query vector of 词元", set()) == ["the query vector of"]
+    assert english_words("layer 3, head 2", set()) == ["layer", "head"]
+    assert english_words("encoder.0.self · 注意力头 2 · the", {"the"}) == []
+    assert english_words("流向 2·red → teacher 的信息流", set()) == []
     assert english_runs("模型 BERT 的 Hugging Face 文件夹", set()) == []
     assert english_runs("输入：the red car", {"the", "red", "car"}) == []
 
@@ -153,6 +203,7 @@ def test_every_tab_of_which_heads_matter_speaks_chinese(tab):
     assert not at.error, [e.value for e in at.error]
     words = user_words(at)
     left = [(kind, run) for kind, text in shown_texts(at) for run in english_runs(text, words)]
+    left += [(part, text) for part, text in figure_texts(at) if english_words(text, words)]
     assert left == [], left
 
 

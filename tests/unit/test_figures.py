@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from tests.support.beam_trees import synthetic_tree
+from viz_core import i18n
 from viz_core.analysis.heads import masked_softmax
 from viz_core.capture.trace import BlockTrace
 from viz_core.figures import (
@@ -460,6 +461,23 @@ def test_beam_tree_one_marker_per_node_one_edge_per_link():
     assert selected_node({"points": [{"customdata": 7}]}) == 7
     assert selected_node({"points": [{"customdata": [5]}]}) == 5
     assert selected_node({"points": []}) is None
+
+
+def test_beam_tree_speaks_the_readers_language():
+    tree = synthetic_tree()
+    english = beam_tree_figure(tree)
+    i18n.set_language("zh")
+    try:
+        zh = beam_tree_figure(tree)
+    finally:
+        i18n.set_language("en")
+    names = [(e.name, z.name) for e, z in zip(english.data, zh.data, strict=True)
+             if e.showlegend is not False]
+    assert names and all(z == i18n.translations("zh").gettext(e) != e for e, z in names)
+    # the same traces, the same node ids
+    assert [t.customdata for t in english.data] == [t.customdata for t in zh.data]
+    assert all("step" not in h and "score" not in h for t in zh.data if t.hovertext
+               for h in t.hovertext)
 
 
 def test_beam_tree_layout_has_no_crossing_edges_at_beam5_x20():

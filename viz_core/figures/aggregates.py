@@ -96,8 +96,8 @@ def head_similarity_figure(matrix: np.ndarray, labels: Sequence[str],
         m, labels = m[np.ix_(idx, idx)], [labels[i] for i in idx]
     fig = go.Figure(go.Heatmap(
         z=f32(m), x=labels, y=labels, colorscale="Viridis_r", zmin=0.0, zmax=float(np.log(2)),
-        colorbar=dict(title=dict(text="JS (nats)"), thickness=12),
-        hovertemplate="%{y} vs %{x}: %{z:.4f}<extra>JS divergence</extra>"))
+        colorbar=dict(title=dict(text=_("JS (nats)")), thickness=12),
+        hovertemplate="%{y} vs %{x}: %{z:.4f}<extra>" + _("JS divergence") + "</extra>"))
     fig.update_xaxes(type="category", tickangle=-90, showgrid=False)
     fig.update_yaxes(type="category", autorange="reversed", showgrid=False)
     return base_layout(fig, title or _("Head similarity (Jensen-Shannon divergence, 0 = same)"),
@@ -112,8 +112,9 @@ def head_stat_figure(stats: pd.DataFrame, stat: str, kind: str, title: str | Non
     fig = go.Figure(go.Heatmap(
         z=f32(table.to_numpy()), x=[int(h) for h in table.columns],
         y=[int(v) for v in table.index], colorscale="Viridis",
-        colorbar=dict(title=dict(text=stat), thickness=12),
-        hovertemplate="layer %{y}, head %{x}: %{z:.4f}<extra>" + stat + "</extra>"))
+        colorbar=dict(title=dict(text=_(stat)), thickness=12),
+        hovertemplate=_("layer") + " %{y}, " + _("head") + " %{x}: %{z:.4f}<extra>" + _(stat)
+        + "</extra>"))
     fig.update_xaxes(title=_("head"), dtick=1, side="top")
     fig.update_yaxes(title=_("layer"), dtick=1, autorange="reversed")
     _ticks, top = top_axis([str(h) for h in table.columns])

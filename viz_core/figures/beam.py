@@ -5,13 +5,13 @@ pruned candidates last). Only leaves take vertical room, pruned leaves much less
 others, and a parent sits at the middle of its surviving children. A tree drawn in DFS
 order never crosses its own edges, and the best continuations stay on top.
 
-How a page learns which node was clicked: every marker trace is named "nodes: <status>"
-and each marker's customdata is the node id::
+How a page learns which node was clicked: each marker's customdata is the node id (the
+marker traces are named "nodes: <status>", in the reader's language: TRACE_NAMES)::
 
     event = st.plotly_chart(fig, on_select="rerun", selection_mode="points", key="tree")
     node_id = selected_node(event.selection)   # int or None -> tree.node(node_id)
 
-Edges live in traces whose name starts with "edges" as NaN-separated segments
+Edges live in traces named "edges ..." (in English) as NaN-separated segments
 (parent -> child), so tests and pages can count them: one segment per non-root node.
 """
 
@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from viz_core.i18n import _
+from viz_core.i18n import N_, _
 
 from ..decoding.beam_tree import BeamNode, BeamTree
 from .common import _short, base_layout, plot_text
@@ -33,6 +33,13 @@ STATUS_STYLE = {  # colour, symbol, size: status must read without colour too
     "finished": ("#2ca02c", "star", 14),
     "pruned": ("#c7c7c7", "x-thin-open", 6),
 }
+# what the legend shows for each trace (its English text is the trace's name in English)
+TRACE_NAMES = {"edges": N_("edges"), "edges (pruned)": N_("edges (pruned)"),
+               "edges (n-best)": N_("edges (n-best)"), "edges (best)": N_("edges (best)"),
+               "root": N_("nodes: root"), "kept": N_("nodes: kept"),
+               "finished": N_("nodes: finished"), "pruned": N_("nodes: pruned")}
+STATUS_NAMES = {"root": N_("root"), "kept": N_("kept"), "finished": N_("finished"),
+                "pruned": N_("pruned")}
 LEAF_HEIGHT = {"pruned": 0.3}  # vertical room of a leaf by status; others get 1.0
 SLOT_PX = 24  # pixels per vertical slot: a 10 px label above its marker fits in one
 TITLE_PX = 44  # the title's room at the top of the figure; the legend goes under it
@@ -125,15 +132,16 @@ def beam_tree_figure(tree: BeamTree, n_best: int | None = None, show_pruned: boo
         if not pairs:
             continue
         x, y = _segments(pairs, pos)
-        fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line=styles[name], name=name,
+        fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line=styles[name], name=_(TRACE_NAMES[name]),
                                  hoverinfo="skip"))
     for status, (color, symbol, size) in STATUS_STYLE.items():
         group = [n for n in nodes if n.status == status]
         if not group:
             continue
         xy = np.array([pos[n.id] for n in group], dtype=np.float32)
-        hover = [f"<b>{plot_text(n.token)}</b> (id {n.token_id}) · step {n.step} · {n.status}<br>"
-                 f"log p {n.logprob:.3f} · cum {n.cum_logprob:.3f} · score {n.score:.3f}"
+        step, shown, cum, score = _("step"), _(STATUS_NAMES[status]), _("cum"), _("score")
+        hover = [f"<b>{plot_text(n.token)}</b> (id {n.token_id}) · {step} {n.step} · {shown}<br>"
+                 f"log p {n.logprob:.3f} · {cum} {n.cum_logprob:.3f} · {score} {n.score:.3f}"
                  for n in group]
         labelled = status != "pruned"
         fig.add_trace(go.Scatter(
@@ -143,7 +151,7 @@ def beam_tree_figure(tree: BeamTree, n_best: int | None = None, show_pruned: boo
             text=[plot_text(_short(n.token)) for n in group] if labelled else None,
             textposition="top center", cliponaxis=False,
             textfont=dict(size=10), hovertext=hover, hoverinfo="text",
-            customdata=[n.id for n in group], name=f"nodes: {status}",
+            customdata=[n.id for n in group], name=_(TRACE_NAMES[status]),
             marker=dict(color=color, symbol=symbol, size=size,
                         line=dict(width=1, color=color)),
         ))

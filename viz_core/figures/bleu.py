@@ -18,7 +18,7 @@ def token_logprob_figure(tree, max_hypotheses: int = 8) -> go.Figure:
         fig.add_trace(go.Scatter(
             x=f32(range(1, len(pairs) + 1)), y=f32([lp for _, lp in pairs]),
             mode="lines+markers", name=f"#{rank}", text=[plot_text(t) for t, _ in pairs],
-            hovertemplate=f"#{rank}, step %{{x}}: %{{text}} log-prob %{{y:.3f}}<extra></extra>"))
+            hovertemplate=f"#{rank}, " + _("step") + " %{x}: %{text} log P %{y:.3f}<extra></extra>"))
     fig.update_xaxes(title=_("step"), dtick=1)
     fig.update_yaxes(title=_("log P(token | prefix)"))
     return base_layout(fig, _("Per-token log-probabilities of the n-best"))

@@ -27,7 +27,7 @@ def residual_figure(rows: Sequence[LayerRow], title: str | None = None) -> go.Fi
         y = f32([r.adds.get(kind, np.nan) for r in rows])
         fig.add_trace(go.Bar(x=x, y=y, name=_("{value} adds").format(value=_(SUBLAYER_LABELS[kind])),
                              marker_color=_COLORS[kind],
-                             hovertemplate="%{x}: ‖added‖ = %{y:.3f}<extra></extra>"))
+                             hovertemplate="%{x}: ‖" + _("added") + "‖ = %{y:.3f}<extra></extra>"))
     fig.add_trace(go.Scatter(x=x, y=f32([r.stream_in for r in rows]), mode="lines+markers",
                              name=_("stream entering"), line=dict(color="#555555"),
                              hovertemplate="%{x}: ‖x_in‖ = %{y:.3f}<extra></extra>"))

@@ -44,6 +44,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.io.json import to_json_plotly
 
+from viz_core.i18n import _
+
 from .common import f32, json_bytes
 from .heatmap import MAX_PAYLOAD_BYTES
 
@@ -140,7 +142,7 @@ def clickable_cells(fig: go.Figure, max_cells: int = MAX_CLICK_CELLS,
     if not shown.all():  # on the heatmap's own axes: the ✕ marks' hover, word for word
         traces.append(targets(~shown, ("x", "y"), name=BLOCKED_CELLS, marker=dict(
             size=6, opacity=0, color=_LABEL),
-            hovertemplate="%{y} → %{x}: blocked<extra></extra>"))
+            hovertemplate="%{y} → %{x}: " + _("blocked") + "<extra></extra>"))
     for t in traces:  # transparent whether selected or not (a click selects a marker)
         t.selected = dict(marker=dict(opacity=0))
         t.unselected = dict(marker=dict(opacity=0))

@@ -159,12 +159,13 @@ def faithfulness_figure(counts: Sequence[int], values: Sequence[float], *,
     """Faithfulness (1 = the clean metric, 0 = the corrupted one) against the number of
     highest-|score| edges kept, with the slider's choice marked."""
     fig = go.Figure(go.Scatter(x=list(map(int, counts)), y=[float(v) for v in values],
-                               mode="lines+markers", name="faithfulness",
-                               hovertemplate="%{x} edges: %{y:.3f}<extra></extra>"))
+                               mode="lines+markers", name=_("faithfulness"),
+                               hovertemplate=_("{n} edges").format(n="%{x}") + ": %{y:.3f}<extra></extra>"))
     if kept is not None and kept_value is not None:
         fig.add_trace(go.Scatter(x=[int(kept)], y=[float(kept_value)], mode="markers",
-                                 name="kept", marker=dict(size=13, color="#e8590c"),
-                                 hovertemplate="%{x} edges kept: %{y:.3f}<extra></extra>"))
+                                 name=_("kept"), marker=dict(size=13, color="#e8590c"),
+                                 hovertemplate=_("{n} edges kept").format(n="%{x}")
+                                 + ": %{y:.3f}<extra></extra>"))
     fig.add_hline(y=1, line=dict(color="#adb5bd", dash="dot"))
     fig.add_hline(y=0, line=dict(color="#adb5bd", dash="dot"))
     fig.update_layout(**layout_dict(_("Faithfulness of the top edges"), height=height,

@@ -255,7 +255,7 @@ def blocked_marks(mask: np.ndarray, xlabels: Sequence[str], ylabels: Sequence[st
     return go.Scatter(
         x=[xlabels[k] for k in ki], y=[ylabels[q] for q in qi], mode="text", text="✕",
         textfont=dict(color="#555555", size=9), name="✕ blocked (mask True)",
-        hovertemplate="%{y} → %{x}: blocked<extra></extra>", xaxis=xaxis, yaxis=yaxis,
+        hovertemplate="%{y} → %{x}: " + _("blocked") + "<extra></extra>", xaxis=xaxis, yaxis=yaxis,
         showlegend=showlegend,
     )
 

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from viz_core.i18n import _
+from viz_core.i18n import N_, _
 
 from .common import f32, layout_dict, plot_text, unique_labels
 from .heatmap import matrix_heatmap
@@ -89,7 +89,7 @@ def attribution_heatmap(frame: pd.DataFrame, title: str | None = None) -> go.Fig
     m, blocks, width = head_matrix(list(heads["component"]), list(heads["contribution"]))
     return signed_heatmap(m, blocks, [f"h{h}" for h in range(width)],
                           title=title or _("Direct contribution of each head to the logit"),
-                          value_name="contribution")
+                          value_name=N_("contribution"))
 
 
 def attribution_bars(frame: pd.DataFrame, title: str | None = None) -> go.Figure:
@@ -149,7 +149,7 @@ def logit_lens_grid(layers: Sequence[str], tokens: Sequence[str],
                        for t in range(n_pos)] for i in range(n_layers)], dtype=object)
     heat = dict(z=f32(prob), x=xl, y=yl, colorscale="Blues", zmin=0.0, zmax=1.0,
                 customdata=hover,
-                colorbar=dict(title=dict(text="p(final)", side="right"), thickness=12),
+                colorbar=dict(title=dict(text=_("p(final)"), side="right"), thickness=12),
                 hovertemplate="%{y} · %{x}<br>%{customdata}<extra></extra>")
     if n_pos <= TEXT_MAX_POSITIONS:
         heat.update(text=[[plot_text(_cut(t)) for t in row] for row in top],
@@ -205,10 +205,10 @@ def patching_scatter(real: np.ndarray, approx: np.ndarray, labels: Sequence[str]
     fig = go.Figure([
         go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", line=dict(color="#999", dash="dot"),
                    hoverinfo="skip", name="y = x"),
-        go.Scatter(x=f32(x[ok]), y=f32(y[ok]), mode="markers", name="units",
+        go.Scatter(x=f32(x[ok]), y=f32(y[ok]), mode="markers", name=_("units"),
                    customdata=[plot_text(lab) for lab, k in zip(labels, ok) if k],
-                   hovertemplate="%{customdata}<br>patching %{x:.3f} · attribution "
-                                 "%{y:.3f}<extra></extra>")],
+                   hovertemplate="%{customdata}<br>" + _("patching") + " %{x:.3f} · "
+                                 + _("attribution") + " %{y:.3f}<extra></extra>")],
         layout=layout_dict(title or _("Attribution vs activation patching (Pearson r = {r})"
                                       ).format(r=r),
                            xaxis=dict(title=_("activation patching")),

@@ -44,8 +44,8 @@ def layer_map_figure(matrix: np.ndarray, mapping: Sequence[tuple[int, int]], *,
         zmin=0.0 if finite.size else None, zmax=float(finite.max()) if finite.size else None,
         text=text, texttemplate="%{text}", textfont=dict(size=11),
         colorbar=colorbar(measure), name=measure,
-        hovertemplate=f"student layer %{{y}} ↔ teacher layer %{{x}}<br>{plot_text(measure)}: "
-                      "%{z:.4g}<extra></extra>"))
+        hovertemplate=_("student layer {s} ↔ teacher layer {t}").format(s="%{y}", t="%{x}")
+        + f"<br>{plot_text(_(measure))}: %{{z:.4g}}<extra></extra>"))
     if mapping:
         s, t = zip(*sorted(mapping), strict=True)
         # a red frame round each mapped cell (its value stays readable inside), and an
@@ -56,8 +56,8 @@ def layer_map_figure(matrix: np.ndarray, mapping: Sequence[tuple[int, int]], *,
         fig.add_trace(go.Scatter(
             x=list(t), y=list(s), mode="markers", name=_("mapping"),
             marker=dict(symbol="square", size=24, color=MAPPING_COLOR, opacity=0),
-            hovertemplate="mapped: student layer %{y} learns from teacher layer %{x}"
-                          "<extra></extra>"))
+            hovertemplate=_("mapped: student layer {s} learns from teacher layer {t}").format(
+                s="%{y}", t="%{x}") + "<extra></extra>"))
     fig.update_xaxes(title=_("teacher layer ({name})").format(name=plot_text(teacher)),
                      tickmode="array",
                      tickvals=list(range(n_t)), ticktext=[str(i) for i in range(n_t)],

@@ -74,7 +74,8 @@ def embedding_rows_figure(parts: EmbeddingParts, i: int) -> go.Figure:
     names.append(f"LayerNorm({names[-1]})")
     lim = float(np.max(np.abs(rows[:4]))) or 1.0
     fig = go.Figure(go.Heatmap(z=f32(rows), y=names, colorscale=SCORE_COLORSCALE, zmin=-lim,
-                               zmax=lim, hovertemplate="%{y}, dim %{x}: %{z:.4f}<extra></extra>"))
+                               zmax=lim, hovertemplate="%{y}, " + _("dim {d}").format(d="%{x}")
+                               + ": %{z:.4f}<extra></extra>"))
     fig.update_yaxes(autorange="reversed")
     fig.update_xaxes(title=_("dimension"))
     return base_layout(fig, _("{plot_text}: token + segment + position = sum").format(

@@ -6,13 +6,14 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from viz_core.i18n import _
+from viz_core.i18n import N_, _
 
 from ..model.choices import EntropyMeasure, choose
 from .heatmap import matrix_heatmap
 
-TITLES = {"entropy": "Mean attention entropy per head (nats)",
-          "normalised": "Mean attention entropy per head / log(allowed keys)"}
+TITLES = {"entropy": N_("Mean attention entropy per head (nats)"),
+          "normalised": N_("Mean attention entropy per head / log(allowed keys)")}
+MEASURE_NAMES = {"entropy": N_("entropy"), "normalised": N_("normalised")}
 
 
 def entropy_matrix(frame: pd.DataFrame, measure: EntropyMeasure = "normalised"
@@ -36,8 +37,8 @@ def head_entropy_heatmap(frame: pd.DataFrame, measure: EntropyMeasure = "normali
     m, blocks, heads = entropy_matrix(frame, measure)
     finite = m[np.isfinite(m)]
     top = 1.0 if measure == "normalised" else float(finite.max()) if finite.size else 1.0
-    fig = matrix_heatmap(m, blocks, heads, title=title or TITLES[measure],
-                         value_name=measure, colorscale="Viridis", zmin=0.0,
+    fig = matrix_heatmap(m, blocks, heads, title=title or _(TITLES[measure]),
+                         value_name=MEASURE_NAMES[measure], colorscale="Viridis", zmin=0.0,
                          zmax=max(top, 1e-9), x_title=_("head"), y_title="", max_cells=None)
     fig.update_xaxes(side="bottom", automargin=True)  # not an attention matrix: keys on top
     fig.update_layout(margin=dict(t=60))

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import plotly.graph_objects as go
 
+from viz_core.i18n import _
+
 from .common import WEIGHT_COLORSCALE, base_layout, colorbar, f32, pool2d, top_axis
 
 if TYPE_CHECKING:  # type hints only: figures read traces, they never capture
@@ -107,7 +109,8 @@ def layer_head_grid(
     fig.add_trace(go.Scatter(
         x=f32(xs), y=f32(ys), customdata=custom, mode="markers", name="cells",
         marker=dict(size=max(6, 40 // LATTICE), color="rgba(0,0,0,0)"),
-        hovertemplate="layer %{customdata[0]}, head %{customdata[1]}<extra></extra>",
+        hovertemplate=_("layer") + " %{customdata[0]}, " + _("head") + " %{customdata[1]}"
+                      "<extra></extra>",
         showlegend=False,
     ))
     heads = [f"H{h}" for h in range(n_heads)]

@@ -119,9 +119,10 @@ def head_view(
     # Token columns: text markers, hover names the token and its position.
     for x, toks, side, start in ((0.0, query_tokens, "query", q_start),
                                  (1.0, key_tokens, "key", k_start)):
-        hover = dict(hovertemplate=f"{side} %{{y}}: %{{text}}<extra></extra>")
+        shown = _(side)
+        hover = dict(hovertemplate=f"{shown} %{{y}}: %{{text}}<extra></extra>")
         if start:  # a window: hover names the absolute position, not the row
-            hover = dict(hovertext=[f"{side} {start + i}: {plot_text(t)}"
+            hover = dict(hovertext=[f"{shown} {start + i}: {plot_text(t)}"
                                     for i, t in enumerate(toks)],
                          hovertemplate="%{hovertext}<extra></extra>")
         fig.add_trace(go.Scatter(

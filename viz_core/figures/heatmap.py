@@ -280,8 +280,10 @@ def pooled_heatmap(z: np.ndarray, n_q: int, n_k: int, *, blocked: np.ndarray | N
         finite = zz[np.isfinite(zz)]
         zmax = float(finite.max()) if finite.size and finite.max() > (zmin or 0) else 1.0
     note = f"   <sup>{_(BLOCKED_NOTE)}</sup>" if has_blocked else ""
-    pool_note = f" (block means, {zz.shape[0]}×{zz.shape[1]} bins of {n_q}×{n_k})"
-    hover = f"queries %{{y}} → keys %{{x}}: %{{z:.3g}}<extra>{value_name}</extra>"
+    pool_note = " " + _("(block means, {rows}×{cols} bins of {n_q}×{n_k})").format(
+        rows=zz.shape[0], cols=zz.shape[1], n_q=n_q, n_k=n_k)
+    hover = (_("queries {q} → keys {k}").format(q="%{y}", k="%{x}")
+             + f": %{{z:.3g}}<extra>{value_name}</extra>")
     xaxis = {**token_axis(xl, [lab.split("–")[0] for lab in xl], x_title, max_ticks=16),
              "side": "top"}
     angle, top = top_axis(xaxis["ticktext"], bool(x_title))

@@ -101,7 +101,7 @@ def _vector_fig(vec: np.ndarray, title: str, name: str) -> go.Figure:
     lim = float(np.max(np.abs(vec))) or 1.0
     fig = go.Figure(go.Heatmap(
         z=f32(vec)[None, :], colorscale=SCORE_COLORSCALE, zmin=-lim, zmax=lim, name=name,
-        hovertemplate="dim %{x}: %{z:.4f}<extra>" + name + "</extra>",
+        hovertemplate=_("dim {d}").format(d="%{x}") + ": %{z:.4f}<extra>" + name + "</extra>",
         colorbar=dict(thickness=10)))
     fig.update_yaxes(visible=False)
     fig.update_xaxes(title=_("dimension"))
@@ -120,7 +120,8 @@ def _key_matrix_fig(m: np.ndarray, key_tokens: Sequence[str], title: str,
     lim = float(np.max(np.abs(m))) or 1.0
     fig = go.Figure(go.Heatmap(
         z=f32(m), y=labels, colorscale=SCORE_COLORSCALE, zmin=-lim, zmax=lim, name=name,
-        hovertemplate="%{y}, dim %{x}: %{z:.4f}<extra>" + name + "</extra>",
+        hovertemplate="%{y}, " + _("dim {d}").format(d="%{x}") + ": %{z:.4f}<extra>" + name
+        + "</extra>",
         colorbar=dict(thickness=10)))
     fig.update_yaxes(**token_axis(labels, key_tokens, "key", reversed_=True))
     fig.update_xaxes(title=_("dimension"))
@@ -143,8 +144,8 @@ def _key_bar_fig(values: np.ndarray, key_tokens: Sequence[str], title: str, name
             x=[labels[i] for i in idx], y=f32(np.zeros(len(idx))),
             mode="markers+text" if len(idx) <= MAX_KEY_ROWS else "markers",
             marker=dict(symbol="x", color=BLOCKED_COLOR, size=12, line=dict(width=1)),
-            text="−∞", textposition="top center", name="blocked → −∞",
-            hovertemplate="%{x}: −∞ (blocked)<extra></extra>"))
+            text="−∞", textposition="top center", name=_("blocked → −∞"),
+            hovertemplate="%{x}: −∞ (" + _("blocked") + ")<extra></extra>"))
     fig.update_xaxes(**token_axis(labels, key_tokens, "key"))
     fig.update_yaxes(title=name, range=yrange)
     return base_layout(fig, title, height=260, showlegend=bool(blocked is not None

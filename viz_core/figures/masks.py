@@ -20,6 +20,7 @@ from viz_core.i18n import N_, _
 from ..analysis.heads import masked_softmax
 from .common import (
     BLOCKED_COLOR,
+    BLOCKED_NOTE,
     SCORE_COLORSCALE,
     WEIGHT_COLORSCALE,
     base_layout,
@@ -182,7 +183,8 @@ def mask_panels(masks: Sequence[np.ndarray], titles: Sequence[str],
             gap = int(m.size <= 64 * 64)
             cells = dict(z=m.astype(np.uint8), colorscale=MASK_COLORSCALE, zmax=1, xgap=gap,
                          ygap=gap,
-                         hovertemplate="%{y} → %{x}: %{z} (1 = True = blocked)<extra></extra>")
+                         hovertemplate="%{y} → %{x}: %{z} (1 = True = " + _("blocked")
+                         + ")<extra></extra>")
         else:
             percent = np.rint(100 * pool2d(m, how="mean", factor=f)).astype(np.uint8)
             cells = dict(z=percent, colorscale=SHARE_COLORSCALE, zmax=100,
@@ -291,11 +293,12 @@ def masking_steps_figure(scores: np.ndarray, mask: np.ndarray, query_tokens: Seq
     after[m] = np.nan  # -inf is not a colour: show it as a grey gap (the plot background)
     w_shown = weights.copy()
     w_shown[m] = np.nan
+    title = title or _("Masking, step by step")
     f = pool_factor(*s.shape, MAX_CELLS_PER_PANEL)  # long inputs: mean-pool f x f
     if f > 1:
         s, after, w_shown = (pool2d(a, how="mean", factor=f) for a in (s, after, w_shown))
         m = np.isnan(after)
-        title = f"{title or 'Masking, step by step'} (mean-pooled {f}×{f})"
+        title = _("{title} (mean-pooled {f}×{f})").format(title=title, f=f)
     xl, kt = pooled_labels(key_tokens, f)
     yl, qt = pooled_labels(query_tokens, f)
     # Scores before and after masking share one colour scale (their bar at the top right),
@@ -314,7 +317,7 @@ def masking_steps_figure(scores: np.ndarray, mask: np.ndarray, query_tokens: Seq
         fig.add_trace(go.Heatmap(
             z=f32(z), x=xl, y=yl, colorscale=cs, zmin=lo, zmax=hi, name=name,
             hoverongaps=False, showscale=bar is not None, colorbar=bar or {},
-            hovertemplate="%{y} → %{x}: %{z:.4f}<extra>" + name + "</extra>"), row=1, col=i)
+            hovertemplate="%{y} → %{x}: %{z:.4f}<extra>" + _(name) + "</extra>"), row=1, col=i)
         if i > 1:
             axis_id = str(i)
             marks = blocked_marks(m, xl, yl, xaxis=f"x{axis_id}", yaxis=f"y{axis_id}",
@@ -325,8 +328,7 @@ def masking_steps_figure(scores: np.ndarray, mask: np.ndarray, query_tokens: Seq
                          col=i)
         fig.update_yaxes(**token_axis(yl, qt, "query" if i == 1 else "", reversed_=True),
                          row=1, col=i)
-    base_layout(fig, title_dict(f"{title or 'Masking, step by step'}   "
-                                "<sup>grey ✕ = True = blocked</sup>", above=24),
+    base_layout(fig, title_dict(f"{title}   <sup>{_(BLOCKED_NOTE)}</sup>", above=24),
                 plot_bgcolor=BLOCKED_COLOR, showlegend=False,
                 height=panels_height(len(yl), [plot_text(t) for t in kt], base=160))
     return fig

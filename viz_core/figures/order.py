@@ -20,11 +20,11 @@ def layer_difference_figure(layers: Sequence[str], on: Sequence[float],
     fig = go.Figure()
     fig.add_trace(go.Bar(x=list(layers), y=f32(on), name=_("positions on"),
                          marker_color="#1f77b4",
-                         hovertemplate="%{x}: %{y:.2e}<extra>positions on</extra>"))
+                         hovertemplate="%{x}: %{y:.2e}<extra>" + _("positions on") + "</extra>"))
     if off is not None:
         fig.add_trace(go.Bar(x=list(layers), y=f32(off), name=_("positions off"),
                              marker_color="#ff7f0e",
-                             hovertemplate="%{x}: %{y:.2e}<extra>positions off</extra>"))
+                             hovertemplate="%{x}: %{y:.2e}<extra>" + _("positions off") + "</extra>"))
     fig.update_layout(barmode="group")
     fig.update_yaxes(title=_("max |Δ weight| over heads"), rangemode="tozero")
     return base_layout(fig, _("Does shuffling the tokens change the attention?"))

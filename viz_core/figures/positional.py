@@ -84,13 +84,14 @@ def positional_curves(table: np.ndarray, dims: Sequence[int], title: str | None 
         name = _("dim {d}").format(d=d) + (f" ({labels[d]})" if labels else "")
         fig.add_trace(go.Scatter(
             x=pos, y=f32(t[:, d]), mode="lines", name=name, meta={"dim": int(d)},
-            hovertemplate=f"dim {d}, pos %{{x}}: %{{y:.4f}}<extra></extra>"))
+            hovertemplate=f"{name}, {_('position')} %{{x}}: %{{y:.4f}}<extra></extra>"))
         if shown:
             fig.add_trace(go.Scatter(
                 x=f32(shown), y=f32(t[[p - start for p in shown], d]), mode="markers",
                 name=f"dim {d}: this input", showlegend=False, meta={"dim": int(d), "marks": True},
                 text=[plot_text(marks[p]) for p in shown], marker=dict(size=7),
-                hovertemplate=f"dim {d}, pos %{{x}} (%{{text}}): %{{y:.4f}}<extra></extra>"))
+                hovertemplate=f"{name}, {_('position')} %{{x}} (%{{text}}): %{{y:.4f}}"
+                              "<extra></extra>"))
     if shown:
         fig.add_vrect(x0=shown[0] - 0.5, x1=shown[-1] + 0.5, fillcolor="#fdd835", opacity=0.2,
                       line_width=0, annotation_text=_("this input"), annotation_position="top left")
@@ -106,7 +107,8 @@ def positional_heatmap(table: np.ndarray, title: str | None = None, start: int =
     lim = float(np.max(np.abs(t))) if t.size else 1.0
     fig = go.Figure(go.Heatmap(
         z=t, colorscale=SCORE_COLORSCALE, zmin=-lim, zmax=lim, y0=start, dy=1,
-        hovertemplate="pos %{y}, dim %{x}: %{z:.4f}<extra></extra>",
+        hovertemplate=_("position") + " %{y}, " + _("dim {d}").format(d="%{x}")
+        + ": %{z:.4f}<extra></extra>",
         colorbar=dict(thickness=12)))
     fig.update_xaxes(title=_("dimension"))
     fig.update_yaxes(title=_("position"), autorange="reversed")
@@ -128,7 +130,8 @@ def wavelength_figure(table: np.ndarray | None = None, d_model: int | None = Non
         raise ValueError("give a table or d_model")
     fig = go.Figure(go.Scatter(
         x=f32(np.arange(len(wl))), y=f32(wl), mode="markers+lines", name=name,
-        hovertemplate="dim %{x}: %{y:.4g} positions<extra></extra>"))
+        hovertemplate=_("dim {d}").format(d="%{x}") + ": "
+        + _("{n} positions").format(n="%{y:.4g}") + "<extra></extra>"))
     fig.update_xaxes(title=_("dimension"))
     fig.update_yaxes(title=_("wavelength (positions)"), type="log", dtick=1)  # decades: 2..9 crowd
     return base_layout(fig, title or name)

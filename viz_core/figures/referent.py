@@ -10,6 +10,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from viz_core.i18n import _
+
 from .common import TITLE_PX, f32, label_px, layout_dict, plot_text, title_dict, unique_labels
 
 RIGHT_COLOR = "#1f77b4"  # the noun "it" refers to
@@ -44,7 +46,7 @@ def referent_panels(panels: Sequence[dict], title: str | None = None) -> go.Figu
                              hovertemplate="%{x}: %{y:.3f}<extra></extra>"), row=1, col=i)
         fig.update_xaxes(tickangle=-90, row=1, col=i, categoryorder="array",
                          categoryarray=labels)
-    fig.update_yaxes(range=[0, 1.12], title_text="attention weight", row=1, col=1)
+    fig.update_yaxes(range=[0, 1.12], title_text=_("attention weight"), row=1, col=1)
     fig.update_layout(**layout_dict(title and title_dict(title, above=24),
                                     height=TITLE_PX + 60 + 280 + longest,
                                     margin=dict(t=TITLE_PX + 40, b=longest + 20)))

@@ -92,9 +92,9 @@ def pair_rotation_figure(demo: PairDemo, title: str | None = None) -> go.Figure:
                 name=_("{label} at position {pos} (q·k = {dot:.3f})").format(
                          label=label, pos=pos, dot=dot),
                 hovertemplate=f"{label} at {pos}: (%{{x:.3f}}, %{{y:.3f}})<extra></extra>"))
-    fig.update_xaxes(range=[-lim, lim], zeroline=True, title="dimension 2i")
+    fig.update_xaxes(range=[-lim, lim], zeroline=True, title=_("dimension") + " 2i")
     fig.update_yaxes(range=[-lim, lim], zeroline=True, scaleanchor="x", scaleratio=1,
-                     title="dimension 2i+1")
+                     title=_("dimension") + " 2i+1")
     (m, n), (m2, n2) = demo.positions
     return base_layout(fig, title or (_("q·k at ({m}, {n}) = {value:.4f}; at ({m2}, {n2}) = "
                                         "{value2:.4f}").format(

@@ -60,7 +60,7 @@ def scoring_comparison_figure(scores: Mapping[str, np.ndarray],
                     marker=dict(symbol="x", color=BLOCKED_COLOR, size=10),
                     name=_("blocked (weight 0)"), legendgroup="blocked",
                     showlegend=r == 1 and c == 1,
-                    hovertemplate="%{x}: blocked<extra></extra>"), row=r, col=c)
+                    hovertemplate="%{x}: " + _("blocked") + "<extra></extra>"), row=r, col=c)
     axis = token_axis(key_labels, key_tokens, "key")
     fig.update_xaxes(**{k: v for k, v in axis.items() if k != "title"})
     for c in (1, 2):
@@ -145,7 +145,7 @@ def draw_weights_figure(weights: Mapping[str, np.ndarray], d_k: int,
                              marker_color=SCALING_COLORS.get(scaling),
                              hovertemplate="%{x}: %{y:.4f}<extra>" + label + "</extra>"))
     fig.add_hline(y=1.0 / max(n, 1), line=dict(color="#999999", dash="dot", width=1),
-                  annotation_text="uniform 1/n", annotation_position="top right")
+                  annotation_text=_("uniform 1/n"), annotation_position="top right")
     fig.update_xaxes(title=_("random key"), type="category")
     fig.update_yaxes(title=_("softmax weight"), range=[0, 1.02])
     return base_layout(fig, title or _("One random query against {n} random keys, d_k = {d_k}").format(

@@ -16,7 +16,7 @@ from viz_core.figures.contributions import (
     patching_scatter,
     shared_limit,
 )
-from viz_core.i18n import _
+from viz_core.i18n import N_, _
 
 from .. import state
 from ..charts import chart, download, download_csv
@@ -29,6 +29,7 @@ from .explain import Explained
 
 POSITIONS_MAX = 64  # tokens up to which per-position patching (layers x positions runs) is run
 OVER = ["heads", "layers", "positions"]
+OVER_LABELS = {"heads": N_("heads"), "layers": N_("layers"), "positions": N_("positions")}
 SOURCE = "patch_source"  # the sidebar text the clean / corrupted pair was made from
 SUGGESTED = "patch_suggested"  # the button's last answer: (text, replaced, by) or None
 
@@ -80,6 +81,7 @@ def _pair(sel) -> tuple[str, str]:
 def patching_tab(sel, explained: Explained) -> None:
     clean, corrupted = _pair(sel)
     over = url_select(_("Patch"), "over", OVER, widget="radio", horizontal=True,
+                      format_func=lambda o: _(OVER_LABELS[o]),
                       help=_("heads: each head's output z at every position · layers: the "
                            "residual stream entering each layer, every position · positions: "
                            "the stream entering each layer at one position."))
@@ -98,7 +100,8 @@ def patching_tab(sel, explained: Explained) -> None:
                                  against=explained.against, over=over,
                                  position=-1 if explained.last else explained.position)
     with attempt(_("patching")):
-        real = run_analysis(request, _("Patching over {over}…").format(over=over))
+        real = run_analysis(request, _("Patching over {over}…").format(
+            over=_(OVER_LABELS[over])))
         st.markdown(_("Metric: **{metric}**: clean {clean:.4f}, corrupted {corrupted:.4f}. "
                       "Effect 1 = the patched unit alone restores the clean value; 0 = no change.").format(
                         metric=literal(real.metric), clean=real.clean, corrupted=real.corrupted))
@@ -124,11 +127,13 @@ def _beside_attribution_patching(real, request: AnalysisRequest, over: str) -> N
     left, right = st.columns(2)
     approx = None
     with right, attempt(_("attribution patching")):
-        approx = run_analysis(request, _("Attribution patching over {over}…").format(over=over))
+        approx = run_analysis(request, _("Attribution patching over {over}…").format(
+            over=_(OVER_LABELS[over])))
     lim = shared_limit(real.effect, *([] if approx is None else [approx.effect]))
     with left:
         chart(patching_heatmap(real.effect, real.rows, real.columns,
-                               title=_("Activation patching over {over}").format(over=over), x_title=x_title,
+                               title=_("Activation patching over {over}").format(over=_(OVER_LABELS[over])),
+                               x_title=x_title,
                                limit=lim),
               key="hm_patch", name=f"patching-{over}")
     if approx is None:

@@ -68,7 +68,7 @@ def _ranking(found, kind: str, mode: str) -> None:
                      width="stretch")
         st.caption(_("Click a row to open that head on the Attention page."))
     with right:
-        chart(head_search_heatmap(found.frame, "Every head's score"), key="hs_heat",
+        chart(head_search_heatmap(found.frame, _("Every head's score")), key="hs_heat",
               name=f"head-search-{mode}")
     rows = st.session_state.get("hs_table")
     picked = rows.selection.rows if rows is not None else []
