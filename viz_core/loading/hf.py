@@ -25,7 +25,7 @@ HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
 
 MINILM_CARD = {
     "name": "minilm",
-    "description": "all-MiniLM-L6-v2 sentence-embedding BERT (6 layers x 12 heads)",
+    "description": N_("all-MiniLM-L6-v2 sentence-embedding BERT (6 layers x 12 heads)"),
     "examples": [
         "The cat sat on the mat because it was tired.",
         "The animal didn't cross the street because it was too tired.",
