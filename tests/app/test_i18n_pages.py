@@ -20,7 +20,8 @@ NAMES = ["Hugging Face", "Hub id", "Transformer-XL", "Jensen–Shannon", "Abnar 
          "Ferrando & Voita", "Elhage", "logit lens", "Attention Lab", "teacher forcing",
          "softmax", "rollout", "span masking", "It was very tired", "python -m viz_core.atlas",
          "because it was too ADJ",  # an English sentence pattern the zh-en model translates
-         "ln 2", "Pearson", "Spearman", "Syed", "Hanna", "Bahdanau", "Vaswani", "RoFormer", "MiniLM", "TinyBERT",
+         "ln 2", "Pearson", "Spearman", "Syed", "Hanna", "Bahdanau", "Vaswani", "RoFormer",
+         "MiniLM", "TinyBERT",
          "all-MiniLM-L6-v2", "ERNIE", "UniLM", "XLNet", "RoBERTa", "BERT", "GPT", "BART",
          "Marian", "Llama", "Mistral", "Qwen", "Gemma", "OLMo", "Phi-3", "NTK", "YaRN"]
 WORD_RUN = re.compile(r"[A-Za-z][A-Za-z'’]+(?:[-–][A-Za-z]+)*(?:[ ,]+[A-Za-z][A-Za-z'’]+"
@@ -118,11 +119,13 @@ def user_words(at: AppTest) -> set[str]:
 # the default translator (encoder-decoder) and the toy GPT (decoder-only): each page's other
 # branches; MiniLM (encoder-only) for the pages that need one
 MODELS = {"en-fr": [s.path for s in PAGES], "lm": [s.path for s in PAGES],
-          "minilm": ["pages/pairs.py", "pages/heads_matter.py", "pages/masks.py"]}
+          "minilm": ["pages/pairs.py", "pages/heads_matter.py", "pages/masks.py"],
+          # a Hugging Face family: T5's learned relative bias, its cross-attention circuits
+          "tiny-t5": ["pages/relative.py", "pages/heads_matter.py", "pages/circuits.py"]}
 
 
 @pytest.fixture(scope="module")
-def sessions():
+def sessions(tiny_models):
     """One AppTest session per model, shared by its pages (models and traces load once)."""
     opened: dict[str, AppTest] = {}
 
@@ -130,7 +133,8 @@ def sessions():
         if model not in opened:
             at = AppTest.from_file(APP, default_timeout=TIMEOUT)
             at.query_params["lang"] = "zh"
-            at.query_params["model"] = model
+            at.query_params["model"] = (str(tiny_models.path(model.removeprefix("tiny-")))
+                                        if model.startswith("tiny-") else model)
             opened[model] = at.run()
         return opened[model]
 

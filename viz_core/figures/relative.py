@@ -9,7 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from viz_core.i18n import _
+from viz_core.i18n import N_, _
 
 from .common import SCORE_COLORSCALE, base_layout, f32, plot_text
 from .heatmap import MAX_CELLS_SIGNED, matrix_heatmap
@@ -21,7 +21,7 @@ def bias_heatmap(bias_head: np.ndarray, title: str) -> go.Figure:
     lim = float(np.max(np.abs(b))) or 1.0
     q = [str(i) for i in range(b.shape[0])]
     k = [str(j) for j in range(b.shape[1])]
-    return matrix_heatmap(b, q, k, title=title, value_name="bias", colorscale=SCORE_COLORSCALE,
+    return matrix_heatmap(b, q, k, title=title, value_name=N_("bias"), colorscale=SCORE_COLORSCALE,
                           zmin=-lim, zmax=lim, x_title=_("key position"),
                           y_title=_("query position"), max_cells=MAX_CELLS_SIGNED)
 
@@ -33,7 +33,7 @@ def bias_distance_figure(distances: np.ndarray, bias: np.ndarray, boundaries: Se
     for h in heads:
         fig.add_trace(go.Scatter(x=f32(distances), y=f32(bias[h]), mode="lines",
                                  line_shape="hv", name=_("head {h}").format(h=h),
-                                 hovertemplate=f"head {h}, k−q = %{{x}}: %{{y:.4f}}"
+                                 hovertemplate=_("head {h}").format(h=h) + ", k−q = %{x}: %{y:.4f}"
                                                "<extra></extra>"))
     for x in boundaries:
         fig.add_vline(x=x, line_dash="dot", line_color="#999999", line_width=1)
