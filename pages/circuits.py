@@ -14,14 +14,18 @@ from attention_lab.ui.circuits import (
     curve_counts,
     edges_request,
     faithfulness_points,
-    follow_the_sidebar,
     head_of,
     head_picker,
     kept_slider,
     open_clicked_head,
     refusal,
 )
-from attention_lab.ui.contributions import attempt, show_result_warnings, suggested_corruption
+from attention_lab.ui.contributions import (
+    attempt,
+    follow_the_sidebar,
+    show_result_warnings,
+    suggested_corruption,
+)
 from attention_lab.ui.controls import url_select, url_text_box
 from attention_lab.ui.errors import literal
 from attention_lab.ui.page import selection
@@ -41,7 +45,8 @@ st.caption(_("Which connections between components carry the answer. Every earli
            "corrupted input to the clean one."))
 
 suggestion = suggested_corruption(sel.model_name, sel.device, sel.text)
-follow_the_sidebar(sel, suggestion)
+follow_the_sidebar(sel, "circ_source", {"circ_clean": sel.text,  # a new sidebar text: its pair
+                                         "circ_corrupt": suggestion[0] if suggestion else ""})
 p1, p2 = st.columns(2)
 clean = url_text_box(_("Clean text"), "circ_clean", _("The input whose answer the circuit "
                      "carries (faithfulness 1)."), limit=state.MAX_TEXT_CHARS, area=True,

@@ -6,6 +6,7 @@ import streamlit as st
 
 from attention_lab.ui import state
 from attention_lab.ui.charts import chart, download
+from attention_lab.ui.contributions import follow_the_sidebar, suggested_corruption
 from attention_lab.ui.controls import block_kind_label, url_number, url_select
 from attention_lab.ui.distillation import teacher_and_student
 from attention_lab.ui.errors import literal, reported
@@ -24,10 +25,17 @@ mode = url_select(_("Compare"), "cmp_mode", modes, widget="radio", horizontal=Tr
 if mode == "teacher and student":
     teacher_and_student(sel)
     st.stop()
-if mode == "two inputs":
-    text_b = state.widget_default("text_b", state.url_text("text_b", sel.text), typed=True)
+if mode == "two inputs":  # the second starts as the text with one word changed
+    pair = suggested_corruption(sel.model_name, sel.device, sel.text)
+    second = pair[0] if pair else sel.text
+    follow_the_sidebar(sel, "cmp_source", {"text_b": second})
+    text_b = state.widget_default("text_b", state.url_text("text_b", second), typed=True)
     st.text_input(_("Second input"), text_b, key="text_b")
     state.to_url(text_b=st.session_state.text_b)
+    if pair and st.session_state.text_b == pair[0]:
+        st.caption(_("Your text with {literal} → {literal2}: what changes in the attention when "
+                     "one word does. Type any other input.").format(
+                       literal=literal(repr(pair[1])), literal2=literal(repr(pair[2]))))
     runs = [(sel.model_name, sel.text), (sel.model_name, st.session_state.text_b)]
 else:
     others = [m for m in model_choices() if m != sel.model_name] or [sel.model_name]
@@ -58,7 +66,8 @@ left, right = st.columns(2)
 for col, (name, text), t, b, key in zip((left, right), runs, traces, blocks, ("a", "b")):
     with col:
         st.markdown(f"**{literal(name)}**")
-        st.code(text, language=None)
+        output = getattr(t, "output_text", None)  # a translation or a continuation
+        st.code(text + (f"\n→ {output}" if output else ""), language=None, wrap_lines=True)
         show_trace_messages(t)
         chart(block_heatmap(b, int(head)), key=f"cmp_{key}", name=f"compare-{key}")
 

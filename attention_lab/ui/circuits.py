@@ -33,16 +33,6 @@ def edges_request(sel, clean: str, corrupted: str, method: str) -> AnalysisReque
                               method=method, target=sel.target or None)
 
 
-def follow_the_sidebar(sel, suggestion) -> None:
-    """A new sidebar text replaces the pair by itself and its suggested corruption (as the
-    Patching tab does); the first run keeps the address's pair."""
-    if st.session_state.get("circ_source") != sel.text:
-        if "circ_source" in st.session_state:
-            st.session_state.circ_clean = sel.text
-            st.session_state.circ_corrupt = suggestion[0] if suggestion else ""
-        st.session_state.circ_source = sel.text
-
-
 def refusal(sel) -> str | None:
     """The library's one line when this model has no edges (post-norm, encoder-only, ...),
     else None: the model is checked before the texts are read."""

@@ -88,6 +88,19 @@ def show_result_warnings(result) -> None:
         st.warning(literal(translated(w)), icon="⚠️" if small else "✂️")
 
 
+def follow_the_sidebar(sel, source_key: str, boxes: dict[str, str]) -> bool:
+    """A new sidebar text puts ``boxes`` (session key -> text) in their text boxes, before they
+    are drawn; the first run keeps the address's texts. ``source_key`` remembers the sidebar
+    text they were made from. -> whether the boxes were replaced."""
+    if st.session_state.get(source_key) == sel.text:
+        return False
+    replaced = source_key in st.session_state
+    if replaced:
+        st.session_state.update(boxes)
+    st.session_state[source_key] = sel.text
+    return replaced
+
+
 @st.cache_data(max_entries=CACHE, show_spinner=False)
 def suggested_corruption(model_name: str, device: str, text: str):
     """(corrupted text, replaced word, its replacement), or None."""

@@ -86,6 +86,31 @@ def test_compare_two_inputs(toy_path):
     assert any("Difference" in t for t in titles)
 
 
+def test_compare_starts_with_the_text_and_one_word_changed():
+    """The second input starts as the sidebar text's suggested corruption (the textbook pair:
+    tired -> an adjective that makes "it" the street) and follows a new sidebar text; what a
+    user typed stays until then."""
+    from viz_core.tasks.en_fr import because_parts
+
+    clean = "the animal didn't cross the street because it was too tired"
+    at = open_app("compare", model="en-fr", text=clean)
+    no_errors(at)
+    second = at.text_input(key="text_b").value
+    assert second != clean and because_parts(second).referent == "thing"
+    assert any("tired" in c.value and "→" in c.value for c in at.caption)
+    # each side shows its translation: the shipped model's pronoun follows the adjective
+    codes = [c.value for c in at.code]
+    assert "→ " in codes[0] and "qu'il" in codes[0] and "qu'elle" in codes[1], codes
+    assert any("Difference" in json.dumps(c.get("layout", {}).get("title")) for c in charts(at))
+    at.text_input(key="text_b").input("the dog saw the cat").run()
+    at.text_area(key="text").input("the cat sat on the mat").run()
+    no_errors(at)
+    assert at.text_input(key="text_b").value not in ("the dog saw the cat", second)
+    at.text_input(key="text_b").input("the dog saw the cat").run()
+    assert at.text_input(key="text_b").value == "the dog saw the cat"
+    assert not any("→" in c.value for c in at.caption)  # no suggestion shown for a typed one
+
+
 @pytest.mark.parametrize("page", PAGES)
 def test_bad_settings_in_the_url_are_clamped_not_fatal(toy_path, page):
     at = open_app(page, model=toy_path, text="the cat", layer="x", head=-5, query=10**9,

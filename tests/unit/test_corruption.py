@@ -84,3 +84,21 @@ def test_chinese_gets_a_han_character_of_the_same_token_count():
         assert not model.trace(c.text, max_new=0).unknown_words  # words the model knows
     c = suggest_corruption("两只黑色的猫", model.count_tokens, model.examples())
     assert c.text == "两只黑色的狗"  # the classic swap: another noun
+
+
+def test_the_textbook_adjective_turns_into_one_of_the_other_kind():
+    """"...because it was too tired" -> an adjective that makes "it" the street: the grammar
+    reads the pair as the two referents; capitals and the full stop stay."""
+    from viz_core.tasks.en_fr import because_parts
+
+    model = vc.load("en-fr")
+    clean = "the animal didn't cross the street because it was too tired"
+    c = suggest_corruption(clean, model.count_tokens, model.examples())
+    assert c.replaced == "tired" and model.count_tokens(c.text) == model.count_tokens(clean)
+    assert (because_parts(clean).referent, because_parts(c.text).referent) == ("animate", "thing")
+    back = suggest_corruption(c.text, model.count_tokens, model.examples())
+    assert because_parts(back.text).referent == "animate"
+    textbook = "The animal didn't cross the street because it was too tired."
+    c = suggest_corruption(textbook, chars)
+    assert c.text == textbook.replace("tired", c.by) and c.text.endswith(".")
+    assert because_parts(c.text.lower().rstrip(".")).referent == "thing"

@@ -6,7 +6,10 @@ never loads anything. Which word to replace: the last word the model sees, else 
 before it, and so on (a change of the last word most likely moves a prediction made there; a
 toy model may ignore an earlier word entirely, leaving nothing to restore); candidates are
 the text's own longer words (names, nouns: the classic "swap the subject"), a short list of
-common nouns, then the words of the model's examples.
+common nouns, then the words of the model's examples. An adjective of the textbook sentence's
+two kinds comes first with one of the other kind: "...because it was too tired" becomes
+"...too wide", so "it" changes from the animal to the street (the minimal pair of the
+self-attention tutorials; viz_core.tasks.en_fr's adjectives).
 """
 
 from __future__ import annotations
@@ -37,6 +40,15 @@ class Corruption:
     replaced: str  # the clean word
     by: str  # the word put in its place
     start: int  # character offset of the word in the clean text
+
+
+def _contrasts() -> dict[str, list[str]]:
+    """Each adjective of the en-fr grammar's because-sentences -> those of the other kind
+    (tired -> wide, long, ...; wide -> tired, hungry, ...), in the grammar's order."""
+    from ..tasks.en_fr import ANIMATE_ADJ, THING_ADJ
+
+    animate, thing = [a.en for a in ANIMATE_ADJ], [a.en for a in THING_ADJ]
+    return {**{a: thing for a in animate}, **{t: animate for t in thing}}
 
 
 def _candidates(word: str, pool: Iterable[str]) -> list[str]:
@@ -86,11 +98,12 @@ def suggest_corruption(text: str, count_tokens: Callable[[str], int],
     if not words:
         return None
     tries = 0
+    contrasts = _contrasts()
     for m in reversed(words):
         if m.group() in HAN_FUNCTION:
             continue
         room = None if max_chars is None else max_chars - len(text) + len(m.group())
-        for w in _candidates(m.group(), pool):
+        for w in _candidates(m.group(), contrasts.get(m.group().lower(), []) + pool):
             if room is not None and len(w) > room:
                 continue  # too long for the box (no tokenisation spent)
             if tries >= MAX_TRIES:

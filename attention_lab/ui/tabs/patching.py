@@ -20,7 +20,13 @@ from viz_core.i18n import N_, _
 
 from .. import state
 from ..charts import chart, download, download_csv
-from ..contributions import attempt, patching_npz, show_result_warnings, suggested_corruption
+from ..contributions import (
+    attempt,
+    follow_the_sidebar,
+    patching_npz,
+    show_result_warnings,
+    suggested_corruption,
+)
 from ..controls import url_select, url_text_box
 from ..errors import literal
 from ..lang import fragment
@@ -34,16 +40,6 @@ SOURCE = "patch_source"  # the sidebar text the clean / corrupted pair was made 
 SUGGESTED = "patch_suggested"  # the button's last answer: (text, replaced, by) or None
 
 
-def _follow_the_sidebar(sel, suggestion) -> None:
-    """A new sidebar text replaces the pair by itself and its suggested corruption."""
-    if st.session_state.get(SOURCE) != sel.text:
-        if SOURCE in st.session_state:
-            st.session_state.clean = sel.text
-            st.session_state.corrupt = suggestion[0] if suggestion else ""
-            st.session_state.pop(SUGGESTED, None)
-        st.session_state[SOURCE] = sel.text
-
-
 def _suggest_for_clean(sel) -> None:
     """The button's callback: a corruption of the clean text as it is now."""
     found = suggested_corruption(sel.model_name, sel.device, st.session_state.get("clean", ""))
@@ -55,7 +51,10 @@ def _suggest_for_clean(sel) -> None:
 def _pair(sel) -> tuple[str, str]:
     """The clean and corrupted text boxes and the suggestion button; -> (clean, corrupted)."""
     suggestion = suggested_corruption(sel.model_name, sel.device, sel.text)
-    _follow_the_sidebar(sel, suggestion)
+    # a new sidebar text: the pair is that text and its suggested corruption
+    if follow_the_sidebar(sel, SOURCE, {"clean": sel.text,
+                                        "corrupt": suggestion[0] if suggestion else ""}):
+        st.session_state.pop(SUGGESTED, None)
     p1, p2 = st.columns(2)
     clean = url_text_box(_("Clean text"), "clean", _("The input whose behaviour is restored "
                          "(effect 1)."), limit=state.MAX_TEXT_CHARS, area=True, container=p1,
