@@ -102,3 +102,18 @@ def test_the_textbook_adjective_turns_into_one_of_the_other_kind():
     c = suggest_corruption(textbook, chars)
     assert c.text == textbook.replace("tired", c.by) and c.text.endswith(".")
     assert because_parts(c.text.lower().rstrip(".")).referent == "thing"
+
+
+def test_chinese_prefers_characters_that_are_words():
+    """The textbook sentence in Chinese turns 累 (tired) into a thing's adjective, and a
+    one-character noun goes before characters that are half of a longer word (垫子, 蛋糕)."""
+    from viz_core.tasks import zh_en
+
+    model = vc.load("zh-en")
+    c = suggest_corruption("动物没有过马路，因为它太累了", model.count_tokens, model.examples())
+    thing = {pair.split("|")[1] for pair in zh_en.ADJECTIVES
+             if pair.split("|")[0] in zh_en.BECAUSE_VERBS["cross"][1].split()}
+    assert c.replaced == "累" and c.by in thing
+    for text, word in (("这只狗没有吃一块蛋糕", "狗"), ("两只黑色的猫坐在垫子上", "猫")):
+        c = suggest_corruption(text, model.count_tokens, model.examples())
+        assert c.replaced == word and model.count_tokens(c.text) == model.count_tokens(text)

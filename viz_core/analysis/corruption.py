@@ -9,7 +9,7 @@ the text's own longer words (names, nouns: the classic "swap the subject"), a sh
 common nouns, then the words of the model's examples. An adjective of the textbook sentence's
 two kinds comes first with one of the other kind: "...because it was too tired" becomes
 "...too wide", so "it" changes from the animal to the street (the minimal pair of the
-self-attention tutorials; viz_core.tasks.en_fr's adjectives).
+self-attention tutorials; the adjectives of viz_core.tasks.en_fr, and zh_en's 累 -> 宽).
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ FALLBACK_WORDS = ("dog", "cat", "house", "car", "tree", "city", "book", "river",
 # Chinese is written without spaces: one Han character is one candidate "word"; common nouns
 # come first among its replacements, and particles and measure words are not replaced.
 FALLBACK_HAN = ("猫", "狗", "书", "树", "车", "水", "马", "鸟")
-HAN_FUNCTION = frozenset("了的着过吗呢吧啊个只本块条张位件")
+HAN_FUNCTION = frozenset("了的着过吗呢吧啊个只本块条张位件"  # particles, measure words
+                         "上下里中外前后内在把被给从向到对和与")  # places, prepositions
 _WORD = re.compile(r"[A-Za-z]{2,}|[\u3400-\u4dbf\u4e00-\u9fff]")
 MAX_TRIES = 200  # tokenizer calls at most (each is one tokenisation of the whole text)
 
@@ -43,12 +44,18 @@ class Corruption:
 
 
 def _contrasts() -> dict[str, list[str]]:
-    """Each adjective of the en-fr grammar's because-sentences -> those of the other kind
-    (tired -> wide, long, ...; wide -> tired, hungry, ...), in the grammar's order."""
-    from ..tasks.en_fr import ANIMATE_ADJ, THING_ADJ
+    """Each adjective of the because-sentences -> those of the other kind, in the grammars'
+    order: English (en-fr: tired -> wide, long, ...; wide -> tired, hungry, ...) and the
+    one-character Chinese ones (zh-en: 累 -> 宽, 长, ...; 宽 -> 累, 饿, ...)."""
+    from ..tasks import en_fr, zh_en
 
-    animate, thing = [a.en for a in ANIMATE_ADJ], [a.en for a in THING_ADJ]
-    return {**{a: thing for a in animate}, **{t: animate for t in thing}}
+    animate, thing = [a.en for a in en_fr.ANIMATE_ADJ], [a.en for a in en_fr.THING_ADJ]
+    chinese = dict(pair.split("|") for pair in zh_en.ADJECTIVES)
+    zh_thing = [w for _, adjs in zh_en.BECAUSE_VERBS.values() for w in adjs.split()]
+    zh_animate, zh_thing = ([chinese[w] for w in dict.fromkeys(words) if len(chinese[w]) == 1]
+                            for words in (zh_en.ANIMATE_ADJ, zh_thing))
+    return {**{a: thing for a in animate}, **{t: animate for t in thing},
+            **{a: zh_thing for a in zh_animate}, **{t: zh_animate for t in zh_thing}}
 
 
 def _candidates(word: str, pool: Iterable[str]) -> list[str]:
@@ -99,7 +106,10 @@ def suggest_corruption(text: str, count_tokens: Callable[[str], int],
         return None
     tries = 0
     contrasts = _contrasts()
-    for m in reversed(words):
+    # last word first; in Chinese, a character that is a word of its own (a common noun, a
+    # textbook adjective) before the others, which are often half of a longer word
+    whole = set(FALLBACK_HAN) | {w for w in contrasts if _han(w)}
+    for m in sorted(reversed(words), key=lambda m: m.group() not in whole):
         if m.group() in HAN_FUNCTION:
             continue
         room = None if max_chars is None else max_chars - len(text) + len(m.group())
