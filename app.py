@@ -6,7 +6,7 @@ import streamlit as st
 
 from attention_lab.server import install as rerun_fresh_sessions
 from attention_lab.ui.lang import apply_language
-from attention_lab.ui.navigation import st_pages
+from attention_lab.ui.navigation import page_links, st_pages
 from attention_lab.ui.runs import cap_torch_threads
 from attention_lab.ui.sidebar import sidebar
 from attention_lab.ui.state import keep_widget_values
@@ -22,7 +22,8 @@ st.set_page_config(page_title="Attention Lab",
 apply_language()  # this run's language (ui/lang.py): before any text, page titles too
 PAGES = st_pages()  # attention_lab/ui/navigation.py: one line per page, also the Home tour
 
-page = st.navigation(PAGES)
+page = st.navigation(PAGES, position="hidden")  # drawn by page_links, in the reader's language
+page_links(PAGES, page)
 try:
     st.session_state["_selection"] = sidebar()
     page.run()

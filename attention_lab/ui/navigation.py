@@ -1,5 +1,6 @@
-"""The app's pages in one list: app.py builds st.navigation from it, and the Home page's tour
-is written from it, so a page added here appears in both by construction.
+"""The app's pages in one list: app.py builds st.navigation from it (hidden) and draws the
+sidebar's page links from it (page_links, in the reader's language), and the Home page's tour
+is written from it, so a page added here appears in all three by construction.
 
 Adding a page is one line in PAGES: its script, title, icon, URL path and a one-line
 description for the tour (Markdown; keep it to one sentence).
@@ -96,3 +97,23 @@ def tour_markdown(pages: list[PageSpec] | None = None) -> str:
     lines.append("")
     lines.append(_("Every setting lives in the address bar: copy it to share exactly what you see."))
     return "\n".join(lines)
+
+
+SHOWN_PAGES = 10  # page links above the fold; the rest in an expander (as Streamlit's own)
+
+
+def page_links(pages: list, current) -> None:
+    """The page list in the sidebar, in the reader's language: the first SHOWN_PAGES pages,
+    then the others in an expander that is open when one of them is the current page
+    (Streamlit's own list folds them under an English "View N more")."""
+    import streamlit as st
+
+    with st.sidebar:
+        for page in pages[:SHOWN_PAGES]:
+            st.page_link(page)
+        rest = pages[SHOWN_PAGES:]
+        if rest:
+            here = any(p.url_path == current.url_path for p in rest)
+            with st.expander(_("{n} more pages").format(n=len(rest)), expanded=here):
+                for page in rest:
+                    st.page_link(page)

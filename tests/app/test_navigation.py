@@ -32,3 +32,26 @@ def test_home_tour_names_every_page_in_the_navigation(monkeypatch, tmp_path):
     shown = "\n".join(m.value for m in at.markdown)
     missing = [t for t in titles[1:] if f"**{t}**" not in shown]
     assert not missing, f"pages missing from the Home tour: {missing}"
+
+
+def test_the_page_list_speaks_the_readers_language():
+    """The sidebar lists every page of the navigation as a link in the reader's language:
+    the first ones above the fold, the rest in an expander whose label is translated too
+    (Streamlit's own list folded them under an English "View 6 more"); the expander is open
+    when the current page is one of them."""
+    from attention_lab.ui.navigation import PAGES, SHOWN_PAGES
+    from viz_core import i18n
+
+    zh = i18n.translations("zh")
+    for page, opened in (("pages/home.py", False), ("pages/circuits.py", True)):
+        at = AppTest.from_file(APP, default_timeout=60)
+        at.query_params["lang"] = "zh"
+        at.query_params["model"] = "lm"
+        at.switch_page(page).run()
+        assert not at.exception, [e.message for e in at.exception]
+        links = at.sidebar.get("page_link")
+        assert [(link.proto.label, link.proto.page) for link in links] == \
+            [(zh.gettext(spec.title), spec.url_path) for spec in PAGES]
+        more = at.sidebar.get("expander")[0]
+        assert more.label == zh.gettext("{n} more pages").format(n=len(PAGES) - SHOWN_PAGES)
+        assert more.proto.expanded is opened

@@ -59,3 +59,30 @@ def test_attention_page_draws_chinese_and_its_alignment(app_server, chromium_bro
         assert page_findings(tab) == []
     finally:
         tab.close()
+
+
+def test_the_page_list_is_chinese_and_keeps_the_input(app_server, chromium_browser):
+    """The sidebar's page list in 简体中文, its folded pages under a Chinese label (no English
+    "View N more"): opening 电路 (Circuits) from it keeps the model, the text and the language,
+    and the Circuits page starts on the textbook pair (累 → 宽)."""
+    query = urllib.parse.urlencode({"model": "zh-en", "text": SEED, "lang": "zh"})
+    tab = chromium_browser.new_page(viewport=VIEWPORT)
+    errors = watch_errors(tab)
+    try:
+        tab.goto(f"{app_server}/attention?{query}")
+        settle(tab)
+        sidebar = tab.locator("[data-testid='stSidebar']").inner_text()
+        assert "View" not in sidebar and "more" not in sidebar, sidebar
+        assert "另外 6 个页面" in sidebar and "注意力头内部" in sidebar
+        tab.get_by_text("另外 6 个页面").click()
+        tab.get_by_role("link", name="电路").click()
+        tab.wait_for_url("**/circuits?**")
+        settle(tab)
+        assert tab.locator("h1").first.inner_text().strip() == "电路"
+        params = urllib.parse.parse_qs(urllib.parse.urlparse(tab.url).query)
+        assert (params["model"], params["lang"], params["text"]) == (["zh-en"], ["zh"], [SEED])
+        boxes = [tab.locator("textarea").nth(i).input_value() for i in range(3)]
+        assert SEED in boxes and SEED.replace("累", "宽") in boxes, boxes
+        assert not real_errors(errors), errors
+    finally:
+        tab.close()
