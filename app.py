@@ -5,6 +5,7 @@ from pathlib import Path
 import streamlit as st
 
 from attention_lab.server import install as rerun_fresh_sessions
+from attention_lab.ui.address import send_url
 from attention_lab.ui.lang import apply_language
 from attention_lab.ui.navigation import page_links, st_pages
 from attention_lab.ui.runs import cap_torch_threads
@@ -29,3 +30,4 @@ try:
     page.run()
 finally:  # also when a page stops early: remember this session's choices
     keep_widget_values()
+    send_url()  # the run's address changes, as one message (one history entry)

@@ -64,22 +64,22 @@ if not path:
     st.info(_("Run an atlas above, or give the directory of a finished one "
             "(`python -m viz_core.atlas --model NAME --data FILE --out DIR`, or `--task "
             "patching --pairs FILE` for head patching over pairs)."))
-    st.stop()
+    state.stop()
 folder = Path(path).expanduser()
 if not deployment_policy().allow_local_paths and home.resolve() not in folder.resolve().parents:
     st.error(_("This deployment opens only atlases under {home}.").format(home=home))
-    st.stop()
+    state.stop()
 if not is_atlas(folder):
     st.error(_("{path} is not an atlas directory (no manifest.json).").format(path=path))
-    st.stop()
+    state.stop()
 
 
 if is_patching(folder):  # `python -m viz_core.atlas --task patching --pairs FILE`
     show_patching_run(folder)
-    st.stop()
+    state.stop()
 if is_circuit(folder):  # `--task circuit --pairs FILE`: edge attribution over the pairs
     show_circuit_run(folder)
-    st.stop()
+    state.stop()
 with reported(_("reading the atlas")):
     atlas = load_atlas(folder)
 
@@ -95,7 +95,7 @@ if not info.get("complete"):
                    get=info.get('shards_done'), get2=info.get('shards')), icon="⏸️")
 if atlas.summary.empty:
     st.info(_("No finished shard yet."))
-    st.stop()
+    state.stop()
 
 kind = pick_kind(set(atlas.summary["kind"]))
 part = atlas.summary[atlas.summary["kind"] == kind]

@@ -21,7 +21,7 @@ st.title(_("Beam search"))
 if not sel.model.can_generate:
     st.info(_("This model has no decoder, so it does not generate text. Pick a translation "
             "or language model (or a GPT-2 / BART / T5 / Marian model) to see a search."))
-    st.stop()
+    state.stop()
 
 c1, c2, c3, c4 = st.columns(4)
 beam_size = url_number(_("Beam size"), "beam", 4, 1, 16, container=c1,

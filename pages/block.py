@@ -4,6 +4,7 @@ feed-forward; the residual stream's size per layer and what each sublayer adds."
 import pandas as pd
 import streamlit as st
 
+from attention_lab.ui import state
 from attention_lab.ui.charts import chart
 from attention_lab.ui.controls import pick_head
 from attention_lab.ui.page import selection, show_trace_messages
@@ -35,13 +36,13 @@ if need > STREAM_LIMIT:
                  "would take about {value:.0f} MB (this page keeps at most {value2} MB). Shorten "
                  "the text to see the whole block.").format(
                    n_tokens=n_tokens, value=need / 2**20, value2=STREAM_LIMIT >> 20))
-    st.stop()
+    state.stop()
 trace = sel.trace(capture=("z", "stream"))
 show_trace_messages(trace)
 info = trace.model_info
 if not trace.stream:
     st.info(_("This model does not offer its residual stream to Attention Lab."))
-    st.stop()
+    state.stop()
 
 kind, layer, head, block = pick_head(trace)
 st.subheader(_("From heads to the block's output"))

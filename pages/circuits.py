@@ -62,11 +62,11 @@ state.show_notices()
 refused = refusal(sel)
 if refused:
     st.info(literal(refused), icon="ℹ️")
-    st.stop()
+    state.stop()
 if not clean.strip() or not corrupted.strip():
     st.info(_("Type a clean text and a corrupted one of the same token count to find the "
             "edges that carry the clean answer."))
-    st.stop()
+    state.stop()
 
 with attempt(_("finding the circuit")):
     result = None

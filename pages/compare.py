@@ -24,7 +24,7 @@ modes = [N_("two inputs"), N_("two models"), N_("teacher and student")]
 mode = url_select(_("Compare"), "cmp_mode", modes, widget="radio", horizontal=True, format_func=_)
 if mode == "teacher and student":
     teacher_and_student(sel)
-    st.stop()
+    state.stop()
 if mode == "two inputs":  # the second starts as the text with one word changed
     pair = suggested_corruption(sel.model_name, sel.device, sel.text)
     second = pair[0] if pair else sel.text
@@ -52,7 +52,7 @@ for name, text in runs:
 common = [k for k in traces[0].kinds() if k in traces[1].kinds()]
 if not common:
     st.warning(_("These two models share no kind of attention block to compare."))
-    st.stop()
+    state.stop()
 c1, c2, c3 = st.columns([2, 1, 1])
 block_kind = url_select(_("Block"), "cmp_kind", common, container=c1, format_func=block_kind_label)
 n_layers = min(len(t.layers(block_kind)) for t in traces)

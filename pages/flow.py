@@ -40,7 +40,7 @@ encoder_only = sel.model.architecture == "encoder-only"
 positions = list(trace.source_tokens if encoder_only else trace.target_tokens)
 if not positions:
     st.info(_("This input has no tokens to follow."))
-    st.stop()
+    state.stop()
 labels = choice_labels(positions)
 c_pos, c_t = st.columns([2, 3])
 position = url_select(_("Output position"), "flow_pos", range(len(positions)), len(positions) - 1,

@@ -130,7 +130,7 @@ def ablation() -> None:
     st.caption(_("Switch heads off (their output is set to zero) and run the model again."))
     all_heads = [f"{b.name}:{h}" for k in block_kinds for b in trace.layers(k)
                  for h in range(b.n_heads)]
-    url_heads = [h for h in st.query_params.get("ablate", "").split(",") if h]
+    url_heads = [h for h in (state.url_get("ablate") or "").split(",") if h]
     if any(h not in all_heads for h in url_heads):
         state.notice(_("Some heads in the address do not exist in this model and were ignored."))
     state.widget_default("ablate_heads", [h for h in url_heads if h in all_heads])

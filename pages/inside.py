@@ -29,7 +29,7 @@ if block.q is None:
     st.info(_("This model family ({get}) does not expose its queries and keys to us, so the "
               "step-by-step view is not available. It works for our own models, BERT-family and "
               "GPT-2-family models.").format(get=trace.model_info.get('family', '?')))
-    st.stop()
+    state.stop()
 
 labels = choice_labels(block.query_tokens)
 n_q = len(labels)

@@ -37,7 +37,7 @@ state.to_url(mask_batch=batch_text)
 sentences = [line.strip() for line in batch_text.splitlines() if line.strip()][:6]
 if not sentences:
     st.warning(_("Type at least one sentence."))
-    st.stop()
+    state.stop()
 traces = get_batch(BatchRequest.of(sel, sentences))
 for t in traces:
     show_trace_messages(t)

@@ -21,7 +21,7 @@ st.title(_("Sentence pairs and BERT's input"))
 if sel.model.kind != "encoder-only":
     st.info(_("Sentence pairs, segments and BERT's three embeddings apply to encoder-only "
             "models: pick MiniLM (a BERT) or another BERT-family model in the sidebar."))
-    st.stop()
+    state.stop()
 st.markdown(_("BERT reads one sequence `[CLS] A [SEP] B [SEP]`. Every token's input is the sum "
             "of three learned rows: its **token** embedding, its **segment** embedding (A or "
             "B) and its **position** embedding; LayerNorm of that sum enters layer 0."))

@@ -28,14 +28,14 @@ if getattr(sel.model, "family", "native") == "native":
     tokens, total = pt.lesson_tokens(sel.text)  # our vocabularies would show many <unk>
     if not tokens:
         st.warning(_("Type some text in the sidebar (words or punctuation)."))
-        st.stop()
+        state.stop()
 else:
     trace = sel.trace()
     show_trace_messages(trace)
     tokens, total = pt.lesson_tokens(sel.text, trace.source_tokens)
     if not tokens:
         st.warning(_("The text has no tokens besides the model's special tokens."))
-        st.stop()
+        state.stop()
 if total > len(tokens):
     st.caption(_("The text has {total} tokens; the lessons use the first {n_tokens}.").format(
                    total=total, n_tokens=len(tokens)))

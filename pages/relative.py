@@ -88,7 +88,7 @@ with tab_order:
         st.warning(translated(err))
     if n < 2:
         st.warning(_("Type at least two tokens in the sidebar to shuffle them."))
-        st.stop()
+        state.stop()
     c1, c2 = st.columns([1, 2])
     seed = url_number(_("Shuffle seed"), "order_seed", 0, 0, 9999, container=c1)
     order = vo.seeded_order(n, seed)
@@ -113,7 +113,7 @@ with tab_order:
             except InputError as err:
                 if pos:
                     st.error(translated(err))
-                    st.stop()
+                    state.stop()
                 off_note = translated(err)
     base, shuffled = runs[True]
     layers = [b.name for b in base.layers(kind)]

@@ -16,6 +16,7 @@ from viz_core.atlas.launch import launch, new_run_dir
 from viz_core.figures.circuit import circuit_figure
 from viz_core.i18n import N_, _, bound, ngettext
 
+from . import state
 from .charts import chart, table
 from .circuits import kept_slider
 from .controls import BLOCK_KIND_LABELS, block_kind_label, url_number, url_select
@@ -63,7 +64,7 @@ def run_small_atlas(sel, home: Path, runs: list[str]) -> None:
         elif source.startswith("A file"):
             if upload is None:
                 st.error(_("Choose a file first."))
-                st.stop()
+                state.stop()
             data = out / f"data{Path(upload.name).suffix.lower()}"
             data.write_bytes(upload.getvalue())
         else:

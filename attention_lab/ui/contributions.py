@@ -199,7 +199,7 @@ def why_cell(sel, block, head: int) -> WhyCell:
     click = take_click()
     if click is not None:
         st.session_state.why = True
-    state.widget_default("why", st.query_params.get("why") == "1")
+    state.widget_default("why", state.url_get("why") == "1")
     if not st.session_state.why:
         return WhyCell(None)
     if block.kind.endswith("cross"):

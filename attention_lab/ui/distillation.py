@@ -88,7 +88,7 @@ def _student(teacher: str) -> str:
         choices.append(OTHER)
     if not choices:
         st.info(_("This deployment allows no second model to compare with."))
-        st.stop()
+        state.stop()
     default = STUDENT if STUDENT in choices else choices[0]
     name = url_select(_("Student"), "student", choices, default,
                       format_func=lambda n: _(n) if n == OTHER else n,
@@ -99,7 +99,7 @@ def _student(teacher: str) -> str:
                                  "tokenizer."))
         if not name:
             st.info(_("Enter the student's folder or Hub id."))
-            st.stop()
+            state.stop()
         with reported(_("loading the student {value!r}").format(value=name[:80])):
             policy.check_name(name, builtin=False)
     return name
@@ -121,7 +121,7 @@ def _mapping(n_student: int | None):
     except ValueError:
         st.error(_("Write teacher layers as numbers separated by commas, not {literal}.").format(
                      literal=literal(raw[:40])), icon="⚠️")
-        st.stop()
+        state.stop()
     return layers or "uniform"
 
 

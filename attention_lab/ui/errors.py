@@ -11,6 +11,8 @@ import streamlit as st
 import viz_core as vc
 from viz_core.i18n import _
 
+from .address import stop
+
 log = logging.getLogger("attention_lab")
 
 _MARKUP = re.compile(r"([\\`*_{}\[\]()#+\-.!|~<>$:&=\"'])")
@@ -58,11 +60,11 @@ def reported(what: str):
         if err.__cause__ is not None:  # a failure told in short (e.g. loading): log its cause
             log.warning("%s failed: %s", what, err, exc_info=err)
         st.error(literal(translated(err)), icon="⚠️")
-        st.stop()
+        stop()
     except Exception as err:  # noqa: BLE001 - the user sees a message, the log the details
         log.exception("%s failed", what)
         st.error(_("Something went wrong while {what} ({error}). Try another input or model; "
                    "the rest of the app keeps working.").format(what=literal(what),
                                                                 error=type(err).__name__),
                  icon="⚠️")
-        st.stop()
+        stop()

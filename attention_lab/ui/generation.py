@@ -23,7 +23,7 @@ MAX_NEW_TOKENS = 256
 def url_new_tokens() -> int | None:
     """``new`` from the URL: None when absent or empty; out-of-range values are clamped and
     anything else ignored, each with a notice."""
-    raw = st.query_params.get(URL_KEY)
+    raw = state.url_get(URL_KEY)
     if raw is None or not raw.strip() or raw.strip().lower() in ("auto", "default"):
         return None
     try:

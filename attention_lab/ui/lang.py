@@ -27,10 +27,11 @@ def browser_language() -> str:
 
 def chosen_language() -> str:
     """This session's language: the switch's value, else the URL's, else the browser's."""
+    from .address import url_get
     from .state import KEPT
 
     for value in (st.session_state.get(KEY), st.session_state.get(KEPT, {}).get(KEY),
-                  st.query_params.get(KEY)):
+                  url_get(KEY)):
         lang = i18n.normalize(value)
         if lang:
             return lang
@@ -59,7 +60,12 @@ def fragment(fn=None, **fragment_args):
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
+        from .address import send_url
+
         apply_language()
-        return fn(*args, **kwargs)
+        try:
+            return fn(*args, **kwargs)
+        finally:  # a fragment's run is a run of its own: its address changes go now
+            send_url()
 
     return st.fragment(run, **fragment_args)

@@ -78,7 +78,7 @@ def secret_settings() -> dict:
              "the app stopped rather than run without its model restrictions. Check the "
              "file's TOML syntax (the server log has the details) and that [attention_lab] "
              "is a table."), icon="⚠️")
-    st.stop()
+    state.stop()
 
 
 def deployment_policy() -> Policy:
@@ -115,7 +115,7 @@ def sidebar() -> Selection:
     options = [*choices, CUSTOM] if custom_allowed(policy) else choices
     if not options:
         st.error(_("This deployment allows no model (see ATTENTION_LAB_ALLOWED_MODELS)."))
-        st.stop()
+        state.stop()
     url_model = state.url_text("model", options[0] if choices else "")
     picked = url_model if url_model in choices else (CUSTOM if CUSTOM in options
                                                        else options[0])
@@ -140,7 +140,7 @@ def sidebar() -> Selection:
             name = st.session_state.model_custom.strip()
             if not name:
                 st.info(_("Enter a path or id to load a model of your own."))
-                st.stop()
+                state.stop()
         devices = ["auto", *vc.available_devices()]
         state.widget_default("device", state.url_choice("device", devices, "auto"))
         st.selectbox(_("Device"), devices, key="device",

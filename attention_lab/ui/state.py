@@ -6,6 +6,8 @@ import streamlit as st
 
 from viz_core.i18n import _
 
+from .address import PENDING, RESEND, send_url, stop, url_get  # noqa: F401 (the app's stop)
+
 MAX_TEXT_CHARS = 20_000
 
 
@@ -53,9 +55,10 @@ def clean_state(key: str, what: str = "text") -> None:
 def url_text(key: str, default: str = "") -> str:
     """A text from the address (else ``default``), at most MAX_TEXT_CHARS characters: a cut
     says so when the address carried the text; a longer default is cut quietly."""
-    if key not in st.query_params:
+    raw = url_get(key)
+    if raw is None:
         return default[:MAX_TEXT_CHARS]
-    value = clean_text(st.query_params[key], _("'{key}' value in the address").format(key=key))
+    value = clean_text(raw, _("'{key}' value in the address").format(key=key))
     if len(value) > MAX_TEXT_CHARS:
         notice(_("The '{key}' value in the address was {n_value:,} characters; it was cut to "
                  "{MAX_TEXT_CHARS:,}.").format(
@@ -66,7 +69,7 @@ def url_text(key: str, default: str = "") -> str:
 
 def url_int(key: str, default: int, lo: int, hi: int) -> int:
     """An integer from the URL, clamped to [lo, hi] with a notice when it was out of range."""
-    raw = st.query_params.get(key)
+    raw = url_get(key)
     if raw is None:
         return max(lo, min(hi, default))
     try:
@@ -85,7 +88,7 @@ def url_int(key: str, default: int, lo: int, hi: int) -> int:
 
 def url_float(key: str, default: float, lo: float, hi: float) -> float:
     """A number from the URL, clamped to [lo, hi] with a notice when it was out of range."""
-    raw = st.query_params.get(key)
+    raw = url_get(key)
     value = float(default)
     if raw is not None:
         try:
@@ -102,7 +105,7 @@ def url_float(key: str, default: float, lo: float, hi: float) -> float:
 
 
 def url_choice(key: str, options: list[str], default: str) -> str:
-    raw = st.query_params.get(key)
+    raw = url_get(key)
     if raw is None:
         return default
     if raw not in options:
@@ -152,20 +155,20 @@ def keep_widget_values() -> None:
 
 
 def to_url(*, resend: bool = False, **values) -> None:
-    """Write the current view back to the address bar (only what changed).
+    """Write the current view back to the address bar (only what changed), at the end of the
+    run: address.send_url sends the run's changes as one message, so the browser's history gets one
+    entry per run, not one per setting (Back then steps back a view, not a setting at a time).
 
     resend=True sends the whole query string even when nothing changed: after a page switch
     the browser may clear its address after the server read it, so the sidebar resends the
     view once every run and the address always ends up describing what is shown.
     """
-    changed = False
+    pending = st.session_state.setdefault(PENDING, {})
     for key, value in values.items():
         value = "" if value is None else str(value)
-        if st.query_params.get(key) != value:
-            changed = True
-            if value == "":
-                st.query_params.pop(key, None)
-            else:
-                st.query_params[key] = value
-    if resend and not changed:
-        st.query_params.from_dict(st.query_params.to_dict())  # one message: the whole query
+        if (url_get(key) or "") != value:
+            pending[key] = value
+    if resend:
+        st.session_state[RESEND] = True
+
+

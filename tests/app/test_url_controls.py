@@ -26,6 +26,7 @@ def _script():
         "tok": url_text_box("Token", "tok", "One token.", limit=10, strip=True),
     }
     state.show_notices()
+    state.send_url()  # as app.py does at the end of every run
 
 
 def _open(**params) -> AppTest:

@@ -267,3 +267,17 @@ def test_the_check_finds_a_private_reach(tmp_path):
         "viz_core/analysis/qk.py: imports _source from viz_core.capture.trace",
         "viz_core/analysis/qk.py: getattr(..., '_source')",
     ]
+
+
+def test_the_app_stops_through_state_stop():
+    """A run's address changes are sent at its end (ui/address.send_url), and a stopped run
+    sends nothing more: so the app stops with state.stop (address.stop), which sends them
+    first; a bare st.stop() would lose the settings its run chose (their address keys)."""
+    files = [ROOT / "app.py", *(ROOT / "pages").glob("*.py"),
+             *(ROOT / "attention_lab" / "ui").rglob("*.py")]
+    bare = [f"{p.relative_to(ROOT)}:{n.lineno}" for p in files if p.name != "address.py"
+            for n in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+            and n.func.attr == "stop" and isinstance(n.func.value, ast.Name)
+            and n.func.value.id == "st"]
+    assert bare == []

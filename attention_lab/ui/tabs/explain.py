@@ -45,7 +45,7 @@ def what_to_explain(sel) -> Explained:
     positions = list(trace.source_tokens if encoder_only else trace.target_tokens)
     if not positions:
         st.info(_("This input has no tokens to explain."))
-        st.stop()
+        state.stop()
     st.subheader(_("What to explain"))
     c_pos, c_tok, c_against = st.columns([2, 2, 2])
     n, labels = len(positions), choice_labels(positions)
