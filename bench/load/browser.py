@@ -112,8 +112,14 @@ class Driver:
 
     async def page(self, url_path: str) -> Step:
         text = urllib.parse.parse_qs(urllib.parse.urlsplit(self.page_.url).query)["text"][0]
-        nav = self.page_.locator(f"[data-testid='stSidebarNav'] a[href$='/{url_path}']")
+        # the sidebar's page links (attention_lab/ui/navigation.page_links); the last ones sit
+        # in an expander, opened first when the link is in there
+        nav = self.page_.locator(f"[data-testid='stSidebar'] a[data-testid='stPageLink-NavLink']"
+                                 f"[href='{url_path}']").first
         t0 = time.perf_counter()
-        await nav.first.click()
+        if not await nav.is_visible():
+            await self.page_.locator("[data-testid='stSidebar'] [data-testid='stExpander'] "
+                                     "summary").first.click()
+        await nav.click()
         await self._until_url("text", text, url_path)
         return await self._step(t0)

@@ -62,7 +62,7 @@ def test_back_goes_back_a_view_not_a_setting_at_a_time(app_url, chromium_browser
     q = urllib.parse.urlencode({"model": toy, "text": "the cat sat on the mat"})
     page, errors, _ = open_page(chromium_browser, f"{base}/attention?{q}")
     wait_chart(page)
-    title = "() => document.querySelector('h1').textContent.trim()"
+    title = "() => (document.querySelector('h1') || {textContent: ''}).textContent.trim()"
     params = "() => Object.fromEntries(new URLSearchParams(location.search))"
     before = page.evaluate("history.length")
     page.get_by_role("link", name="Masks").click()
