@@ -75,10 +75,12 @@ def test_the_page_list_is_chinese_and_keeps_the_input(app_server, chromium_brows
         assert "View" not in sidebar and "more" not in sidebar, sidebar
         assert "另外 6 个页面" in sidebar and "注意力头内部" in sidebar
         tab.get_by_text("另外 6 个页面").click()
-        tab.get_by_role("link", name="电路").click()
-        tab.wait_for_url("**/circuits?**")
+        link = tab.get_by_role("link", name="电路")
+        link.wait_for(state="visible")
+        link.click()
+        tab.wait_for_function("() => (document.querySelector('h1') || {}).textContent === '电路'"
+                              " && location.pathname.endsWith('/circuits')", timeout=60_000)
         settle(tab)
-        assert tab.locator("h1").first.inner_text().strip() == "电路"
         params = urllib.parse.parse_qs(urllib.parse.urlparse(tab.url).query)
         assert (params["model"], params["lang"], params["text"]) == (["zh-en"], ["zh"], [SEED])
         boxes = [tab.locator("textarea").nth(i).input_value() for i in range(3)]
