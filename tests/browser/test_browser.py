@@ -54,16 +54,18 @@ def test_attention_page_renders_and_updates(app_url, chromium_browser):
 
 
 def test_back_goes_back_a_view_not_a_setting_at_a_time(app_url, chromium_browser):
-    """A run's address changes are one history entry (state.send_url): opening a page from the
-    sidebar adds at most two (the switch, then the page's settings), so Back returns to the
-    previous page; one changed setting is one entry, and Back undoes it. Before, every
-    setting a run wrote was an entry of its own (9 per page), and Back seemed to do nothing."""
+    """A run's address changes are one history entry (ui/address.send_url): opening a page
+    from the sidebar adds at most two (the switch, then the page's settings), so Back returns
+    to the previous page; one changed setting is one entry, and Back undoes it. Before, every
+    setting a run wrote was an entry of its own (6-10 per page), and Back seemed to do
+    nothing. Each part in a tab of its own: Back leaves forward entries that a new entry
+    replaces, which would blur the count."""
     base, toy = app_url
     q = urllib.parse.urlencode({"model": toy, "text": "the cat sat on the mat"})
-    page, errors, _ = open_page(chromium_browser, f"{base}/attention?{q}")
-    wait_chart(page)
     title = "() => (document.querySelector('h1') || {textContent: ''}).textContent.trim()"
     params = "() => Object.fromEntries(new URLSearchParams(location.search))"
+    page, errors, _ = open_page(chromium_browser, f"{base}/attention?{q}")
+    wait_chart(page)
     before = page.evaluate("history.length")
     page.get_by_role("link", name="Masks").click()
     page.wait_for_function(f"({title})() === 'Masks'", timeout=60_000)
@@ -73,6 +75,10 @@ def test_back_goes_back_a_view_not_a_setting_at_a_time(app_url, chromium_browser
     for _ in range(added):
         page.evaluate("history.back()")
     page.wait_for_function(f"({title})() === 'Attention'", timeout=60_000)
+    assert not real_errors(errors), errors
+    page.close()
+
+    page, errors, _ = open_page(chromium_browser, f"{base}/attention?{q}")
     wait_chart(page)
     head = page.evaluate(params).get("head")
     before = page.evaluate("history.length")
@@ -84,6 +90,7 @@ def test_back_goes_back_a_view_not_a_setting_at_a_time(app_url, chromium_browser
     page.evaluate("history.back()")
     page.wait_for_function(f"({params})().head === '{head}'", timeout=60_000)
     assert not real_errors(errors), errors
+    page.close()
 
 
 def test_script_in_text_never_runs(app_url, chromium_browser):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.browser_support import CHROMIUM, real_errors, watch_errors
+from tests.support.browser_support import ARTIFACTS, CHROMIUM, real_errors, watch_errors
 from tests.support.overlaps import VIEWPORT, page_findings, settle
 from viz_core.loading.entry import CHECKPOINTS
 
@@ -71,10 +71,15 @@ def test_the_page_list_is_chinese_and_keeps_the_input(app_server, chromium_brows
     try:
         tab.goto(f"{app_server}/attention?{query}")
         settle(tab)
-        sidebar = tab.locator("[data-testid='stSidebar']").inner_text()
-        assert "View" not in sidebar and "more" not in sidebar, sidebar
-        assert "另外 6 个页面" in sidebar and "注意力头内部" in sidebar
-        tab.get_by_text("另外 6 个页面").click()
+        links = "[data-testid='stSidebar'] a[data-testid='stPageLink-NavLink']"
+        tab.wait_for_function(f"() => document.querySelectorAll(\"{links}\").length === 16",
+                              timeout=60_000)
+        names = tab.locator(links).all_text_contents()
+        assert "注意力头内部" in " ".join(names) and "电路" in " ".join(names), names
+        folded = tab.locator("[data-testid='stSidebar'] [data-testid='stExpander'] summary")
+        assert "另外 6 个页面" in folded.inner_text()
+        assert tab.locator("[data-testid='stSidebarNav']").count() == 0  # no "View 6 more"
+        folded.click()
         link = tab.get_by_role("link", name="电路")
         link.wait_for(state="visible")
         link.click()
@@ -86,5 +91,9 @@ def test_the_page_list_is_chinese_and_keeps_the_input(app_server, chromium_brows
         boxes = [tab.locator("textarea").nth(i).input_value() for i in range(3)]
         assert SEED in boxes and SEED.replace("累", "宽") in boxes, boxes
         assert not real_errors(errors), errors
+    except Exception:
+        ARTIFACTS.mkdir(exist_ok=True)  # what the sidebar showed, for the failure's reader
+        tab.screenshot(path=str(ARTIFACTS / "zh-page-list-failed.png"))
+        raise
     finally:
         tab.close()
