@@ -9,8 +9,15 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from tests.support.browser_support import ARTIFACTS, CHROMIUM, real_errors, watch_errors
+from tests.support.browser_support import (
+    ARTIFACTS,
+    CHROMIUM,
+    SCRIPT_IDLE,
+    real_errors,
+    watch_errors,
+)
 from tests.support.overlaps import VIEWPORT, page_findings, settle
 from viz_core.loading.entry import CHECKPOINTS
 
@@ -82,9 +89,20 @@ def test_the_page_list_is_chinese_and_keeps_the_input(app_server, chromium_brows
         folded.click()
         link = tab.get_by_role("link", name="电路")
         link.wait_for(state="visible")
-        link.click()
-        tab.wait_for_function("() => (document.querySelector('h1') || {}).textContent === '电路'"
-                              " && location.pathname.endsWith('/circuits')", timeout=60_000)
+        arrived = ("() => (document.querySelector('h1') || {}).textContent === '电路'"
+                   " && location.pathname.endsWith('/circuits')")
+        # Streamlit ignores a click on a page link while its widgets are disabled (PageLink's
+        # onClick; the native page list's links too): click when the app is idle, and once
+        # more if nothing happened, as a user would
+        for attempt in range(2):
+            tab.wait_for_selector(SCRIPT_IDLE, timeout=60_000)
+            link.click()
+            try:
+                tab.wait_for_function(arrived, timeout=30_000)
+                break
+            except PlaywrightTimeout:
+                if attempt:
+                    raise
         settle(tab)
         params = urllib.parse.parse_qs(urllib.parse.urlparse(tab.url).query)
         assert (params["model"], params["lang"], params["text"]) == (["zh-en"], ["zh"], [SEED])
