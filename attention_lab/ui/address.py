@@ -32,9 +32,9 @@ def send_url() -> None:
     the sidebar asked to resend it. Called at the end of every run (app.py) and of every
     fragment run (ui.lang.fragment)."""
     pending = st.session_state.pop(PENDING, None) or {}
-    if not pending and not st.session_state.pop(RESEND, False):
+    resend = st.session_state.pop(RESEND, False)
+    if not pending and not resend:
         return
-    st.session_state.pop(RESEND, None)
     query = st.query_params.to_dict()
     for key, value in pending.items():
         if value:

@@ -14,6 +14,7 @@ self-attention tutorials; the adjectives of viz_core.tasks.en_fr, and zh_en's ç´
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ class Corruption:
     start: int  # character offset of the word in the clean text
 
 
+@functools.cache
 def _contrasts() -> dict[str, list[str]]:
     """Each adjective of the because-sentences -> those of the other kind, in the grammars'
     order: English (en-fr: tired -> wide, long, ...; wide -> tired, hungry, ...) and the

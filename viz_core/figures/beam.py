@@ -11,7 +11,7 @@ marker traces are named "nodes: <status>", in the reader's language: TRACE_NAMES
     event = st.plotly_chart(fig, on_select="rerun", selection_mode="points", key="tree")
     node_id = selected_node(event.selection)   # int or None -> tree.node(node_id)
 
-Edges live in traces named "edges ..." (in English) as NaN-separated segments
+Edges live in traces named "edges ..." (in the reader's language) as NaN-separated segments
 (parent -> child), so tests and pages can count them: one segment per non-root node.
 """
 
