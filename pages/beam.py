@@ -14,7 +14,11 @@ from attention_lab.ui.runs import BeamRequest, get_beam
 from viz_core.decoding import attention_key_labels
 from viz_core.figures.beam import beam_tree_figure, selected_node
 from viz_core.figures.heatmap import matrix_heatmap
-from viz_core.i18n import _
+from viz_core.i18n import N_, _
+
+# generate's early_stopping values (kept in the address) and what each one does
+EARLY = {"False": N_("False (likely done)"), "True": N_("True (beam_size finished)"),
+         "never": N_("never (none can win)")}
 
 sel = selection()
 st.title(_("Beam search"))
@@ -29,10 +33,11 @@ beam_size = url_number(_("Beam size"), "beam", 4, 1, 16, container=c1,
 max_new_tokens = url_number(_("Max new tokens"), "max_len", 24, 1, 256, container=c2)
 length_penalty = url_number(_("Length penalty"), "lp", 1.0, -2.0, 5.0, step=0.25, container=c3,
                             help=_("score = sum of log-probs / length ** penalty"))
-early = url_select(_("Early stopping"), "early", ["False", "True", "never"], container=c4,
-                   format_func=_,
+early = url_select(_("Early stopping"), "early", list(EARLY), container=c4,
+                   format_func=lambda v: _(EARLY[v]),
                    help=_("As in Hugging Face generate: True stops once beam_size hypotheses "
-                        "are finished; False stops when no live beam can still beat them."))
+                        "are finished; False stops when a live beam is unlikely to beat them "
+                        "(judged at its current length); never only when none can."))
 prefix = state.widget_default("prefix", state.url_text("prefix", ""), typed=True)
 st.text_input(_("Force the output to start with (optional)"), prefix, key="prefix",
               help=_("What if it had started with …? The search continues after these tokens."))
