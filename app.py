@@ -9,7 +9,7 @@ from attention_lab.ui.address import send_url
 from attention_lab.ui.lang import apply_language
 from attention_lab.ui.navigation import page_links, st_pages
 from attention_lab.ui.runs import cap_torch_threads
-from attention_lab.ui.sidebar import sidebar
+from attention_lab.ui.sidebar import link_query, sidebar
 from attention_lab.ui.state import keep_widget_values
 from viz_core.capture.memory import reuse_freed_memory
 
@@ -24,9 +24,11 @@ apply_language()  # this run's language (ui/lang.py): before any text, page titl
 PAGES = st_pages()  # attention_lab/ui/navigation.py: one line per page, also the Home tour
 
 page = st.navigation(PAGES, position="hidden")  # drawn by page_links, in the reader's language
-page_links(PAGES, page)
+links = st.sidebar.empty()  # the page list: drawn now, again once the sidebar has run
+page_links(PAGES, page, link_query(), links.container())
 try:
     st.session_state["_selection"] = sidebar()
+    page_links(PAGES, page, link_query(), links.container())  # a new text or model goes along
     page.run()
 finally:  # also when a page stops early: remember this session's choices
     keep_widget_values()

@@ -106,7 +106,7 @@ def head_views() -> None:
                  help=_("weights: softmax after masking; scores: QKᵀ/√d_k before masking "
                       "(blocked cells marked)"))
     view = st.session_state.view
-    state.to_url(view=view)
+    state.to_url(view=view, defaults={"view": "weights"})
     group = pick_grouping(c_group)
     state.show_notices()
 

@@ -31,7 +31,7 @@ if mode == "two inputs":  # the second starts as the text with one word changed
     follow_the_sidebar(sel, "cmp_source", {"text_b": second})
     text_b = state.widget_default("text_b", state.url_text("text_b", second), typed=True)
     st.text_input(_("Second input"), text_b, key="text_b")
-    state.to_url(text_b=st.session_state.text_b)
+    state.to_url(text_b=st.session_state.text_b, defaults={"text_b": second})
     if pair and st.session_state.text_b == pair[0]:
         st.caption(_("Your text with {literal} → {literal2}: what changes in the attention when "
                      "one word does. Type any other input.").format(

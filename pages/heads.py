@@ -76,7 +76,7 @@ def similarity() -> None:
     if st.session_state.sim_kind not in block_kinds:
         st.session_state.sim_kind = block_kinds[0]
     kind = st.selectbox(_("Block"), block_kinds, key="sim_kind", format_func=bound(block_kind_label))
-    state.to_url(sim_kind=kind)
+    state.to_url(sim_kind=kind, defaults={"sim_kind": block_kinds[0]})
     state.show_notices()
     matrix, labels, order = head_similarity(request, kind)
     chart(cached_figure(request, "similarity", (kind,), lambda: head_similarity_figure(

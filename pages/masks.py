@@ -33,7 +33,7 @@ batch_default = state.widget_default("mask_batch", state.url_text("mask_batch", 
                                      typed=True)
 batch_text = st.text_area(_("Batch"), batch_default, key="mask_batch", height=110,
                           max_chars=state.MAX_TEXT_CHARS)
-state.to_url(mask_batch=batch_text)
+state.to_url(mask_batch=batch_text, defaults={"mask_batch": default_batch})
 sentences = [line.strip() for line in batch_text.splitlines() if line.strip()][:6]
 if not sentences:
     st.warning(_("Type at least one sentence."))

@@ -8,6 +8,9 @@ import streamlit as st
 
 PENDING = "_url_pending"  # this run's changes to the address ("" = remove), sent by send_url
 RESEND = "_url_resend"
+# The sidebar's settings, first in every address and in this order (the rest keep theirs), so
+# a page link (ui/sidebar.link_query) and the page it opens write the same address.
+FIRST = ("model", "text", "target", "lang", "device", "dtype", "new")
 
 
 def url_get(key: str) -> str | None:
@@ -41,4 +44,6 @@ def send_url() -> None:
             query[key] = value
         else:
             query.pop(key, None)
+    query = {**{k: query[k] for k in FIRST if k in query},
+             **{k: v for k, v in query.items() if k not in FIRST}}
     st.query_params.from_dict(query)  # one message: the whole query

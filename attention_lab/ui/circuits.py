@@ -79,7 +79,7 @@ def kept_slider(n_edges: int, container=st) -> int:
     container.slider(_("Edges kept"), 0, hi, key="circ_top",
                      help=_("The edges with the largest |score| (of {n_edges:,}); the graph "
                             "draws up to {MAX_KEPT}.").format(n_edges=n_edges, MAX_KEPT=MAX_KEPT))
-    state.to_url(circ_top=int(st.session_state["circ_top"]))
+    state.to_url(circ_top=int(st.session_state["circ_top"]), defaults={"circ_top": default})
     return int(st.session_state["circ_top"])
 
 

@@ -39,7 +39,8 @@ def open_head(block_kind: str, layer: int, head: int) -> None:
 
 
 def url_select(label: str, key: str, options, default=None, *, url_key: str | None = None,
-               widget: str = "selectbox", container=st, **widget_args):
+               widget: str = "selectbox", container=st, keep_default: bool = False,
+               **widget_args):
     """A choice kept in the URL, in one call: the default from the address (a notice when the
     address holds something else), the session's value kept to `options` (they may have
     changed since it was chosen: another block, model or input), the widget, and the choice
@@ -48,7 +49,8 @@ def url_select(label: str, key: str, options, default=None, *, url_key: str | No
     `options`: strings, or integers (positions, head numbers): an integer out of range goes
     to the nearest option ("pos=99" shows the last position). `default`: the first option
     when None. `url_key`: the address's name when it is not the session key. `widget`:
-    "selectbox" or "radio"; `widget_args` go to it (format_func, help, horizontal...)."""
+    "selectbox" or "radio"; `widget_args` go to it (format_func, help, horizontal...).
+    The default leaves the address (state.to_url) unless `keep_default`."""
     options = list(options)
     url_key = url_key or key
     default = options[0] if default is None else default
@@ -64,7 +66,8 @@ def url_select(label: str, key: str, options, default=None, *, url_key: str | No
     if widget_args.get("format_func"):  # labels in this run's language, whoever formats them
         widget_args["format_func"] = bound(widget_args["format_func"])
     getattr(container, widget)(label, options, key=key, **widget_args)
-    state.to_url(**{url_key: st.session_state[key]})
+    state.to_url(**{url_key: st.session_state[key]},
+                 defaults=None if keep_default else {url_key: default})
     return st.session_state[key]
 
 
@@ -92,7 +95,7 @@ def url_number(label: str, key: str, default: int | float, lo: int | float, hi: 
     st.session_state[key] = kind(max(lo, min(hi, kind(st.session_state[key]))))
     container.number_input(f"{label} ({lo}–{hi})", kind(lo), kind(hi), key=key, step=kind(step),
                            help=help)
-    state.to_url(**{url_key: st.session_state[key]})
+    state.to_url(**{url_key: kind(st.session_state[key])}, defaults={url_key: kind(default)})
     return kind(st.session_state[key])
 
 
@@ -117,7 +120,7 @@ def url_text_box(label: str, key: str, help: str, *, limit: int = 200, area: boo
     widget = container.text_area if area else container.text_input
     widget(label, st.session_state.get(key, value), key=key, max_chars=limit, help=help)
     text = st.session_state[key].strip() if strip else st.session_state[key]
-    state.to_url(**{key: text})
+    state.to_url(**{key: text}, defaults={key: default.strip() if strip else default})
     return text
 
 
@@ -131,7 +134,8 @@ def lazy_tabs(tabs: dict, key: str = "tab") -> None:
     if st.session_state[key] not in labels.values():
         st.session_state[key] = labels[first]
     shown = st.tabs(list(labels.values()), key=key, on_change="rerun")
-    state.to_url(**{key: next(n for n, label in labels.items() if label == st.session_state[key])})
+    state.to_url(**{key: next(n for n, label in labels.items() if label == st.session_state[key])},
+                 defaults={key: first})
     for (_label, view), tab in zip(tabs.values(), shown):
         with tab:
             if tab.open:

@@ -35,7 +35,8 @@ def threshold_slider(container=st) -> float:
     container.slider(_("Threshold"), BASE_THRESHOLD, 1.0, key="flow_t", step=0.01,
                      help=_("An edge is on a route when its weight (its share of what reaches "
                           "the node it enters) is at least this. Ferrando & Voita use 0.04."))
-    state.to_url(flow_t=round(float(st.session_state["flow_t"]), 4))
+    state.to_url(flow_t=round(float(st.session_state["flow_t"]), 4),
+                 defaults={"flow_t": round(float(DEFAULT_THRESHOLD), 4)})
     return float(st.session_state["flow_t"])
 
 

@@ -49,7 +49,8 @@ def language_switch() -> str:
 
     lang = url_select(i18n._("Language"), KEY, list(i18n.LANGUAGES), default=browser_language(),
                       format_func=lambda code: i18n.LANGUAGES[code][1], horizontal=True,
-                      widget="radio", container=st.sidebar)
+                      widget="radio", container=st.sidebar,
+                      keep_default=True)  # a shared address keeps its language
     return i18n.set_language(lang)
 
 

@@ -15,6 +15,7 @@ from viz_core.loading.entry import CHECKPOINTS
 from viz_core.loading.policy import BUILTIN_HF, Policy, set_default_policy
 
 from . import state
+from .address import FIRST
 from .charts import IMAGE_FORMATS
 from .errors import literal, log, reported
 from .generation import new_tokens_control
@@ -190,6 +191,33 @@ def sidebar() -> Selection:
         state.to_url(model=name, device=st.session_state.device, text=st.session_state.text,
                      target=target, dtype=st.session_state.dtype, resend=True)
     return Selection(name, device, st.session_state.text, target, model, max_new)
+
+
+LINK_TEXT_LIMIT = 2_000  # characters of text a page link carries (16 links on every run)
+
+
+def link_query() -> dict[str, str]:
+    """The sidebar's settings for the page links (ui/navigation.page_links), as this run will
+    write them: the session's choices (a text typed just before a click included) over the
+    address's. A page opened from a link then has its whole address at once, and the
+    browser's history one entry for the visit. A text over LINK_TEXT_LIMIT stays out of the
+    links (the page writes it, as a second entry)."""
+    from .generation import KEY as NEW_KEY
+    from .generation import URL_KEY as NEW_URL_KEY
+    from .lang import KEY as LANG_KEY
+
+    ss = st.session_state
+    query = {k: v for k in FIRST if (v := state.url_get(k))}
+    if isinstance(ss.get("model_pick"), str):
+        custom = ss["model_pick"] == CUSTOM
+        query["model"] = str(ss.get("model_custom", "")).strip() if custom else ss["model_pick"]
+    for key, url_key in (("device", "device"), ("dtype", "dtype"), ("text", "text"),
+                         (LANG_KEY, LANG_KEY), (NEW_KEY, NEW_URL_KEY)):
+        if key in ss and ss[key] is not None:
+            query[url_key] = str(ss[key])
+    if len(query.get("text", "")) > LINK_TEXT_LIMIT:
+        del query["text"]
+    return {k: query[k] for k in FIRST if query.get(k)}
 
 
 def _use_example() -> None:

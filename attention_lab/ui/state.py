@@ -154,19 +154,27 @@ def keep_widget_values() -> None:
             kept[key] = st.session_state[key]
 
 
-def to_url(*, resend: bool = False, **values) -> None:
+def to_url(*, resend: bool = False, defaults: dict | None = None, **values) -> None:
     """Write the current view back to the address bar (only what changed), at the end of the
     run: address.send_url sends the run's changes as one message, so the browser's history gets one
     entry per run, not one per setting (Back then steps back a view, not a setting at a time).
+
+    ``defaults``: a page setting equal to its default (what a page shows when the address does
+    not name it) leaves the address, which then reads as the view without it. So opening a
+    page from the sidebar (whose links carry the sidebar's settings) writes nothing more, and
+    its visit is one history entry: Back returns to the previous page at once.
 
     resend=True sends the whole query string even when nothing changed: after a page switch
     the browser may clear its address after the server read it, so the sidebar resends the
     view once every run and the address always ends up describing what is shown.
     """
     pending = st.session_state.setdefault(PENDING, {})
+    defaults = defaults or {}
     for key, value in values.items():
         value = "" if value is None else str(value)
-        if (url_get(key) or "") != value:
+        if key in defaults and value == str(defaults[key]):
+            value = ""
+        if url_get(key) != (value or None):  # an empty value leaves the address too
             pending[key] = value
     if resend:
         st.session_state[RESEND] = True

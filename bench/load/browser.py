@@ -50,13 +50,16 @@ class Driver:
         await self.page_.wait_for_selector(SCRIPT_IDLE, timeout=self.timeout)
         await self.page_.wait_for_selector(STATUS, state="detached", timeout=self.timeout)
 
-    async def _until_url(self, key: str, value: str, path: str | None = None) -> None:
+    async def _until_url(self, key: str, value: str, path: str | None = None,
+                         default: str | None = None) -> None:
         """Until the server has run with the new value (it writes the view back into the
-        address), then until that run has finished."""
+        address; ``default``: the value the address leaves out), then until that run has
+        finished."""
         await self.page_.wait_for_function(
-            """([k, v, p]) => { const u = new URL(location.href);
-                 return u.searchParams.get(k) === v && (!p || u.pathname.endsWith('/' + p)); }""",
-            arg=[key, value, path], timeout=self.timeout)
+            """([k, v, p, d]) => { const u = new URL(location.href);
+                 return (u.searchParams.get(k) ?? d) === v
+                        && (!p || u.pathname.endsWith('/' + p)); }""",
+            arg=[key, value, path, default], timeout=self.timeout)
         await self._settle()
 
     async def _step(self, t0: float) -> Step:
@@ -86,7 +89,7 @@ class Driver:
         t0 = time.perf_counter()
         await spin.fill(str(head))
         await spin.press("Enter")
-        await self._until_url("head", str(head))
+        await self._until_url("head", str(head), default="0")
         return await self._step(t0)
 
     async def set_text(self, text: str) -> Step:
@@ -114,8 +117,9 @@ class Driver:
         text = urllib.parse.parse_qs(urllib.parse.urlsplit(self.page_.url).query)["text"][0]
         # the sidebar's page links (attention_lab/ui/navigation.page_links); the last ones sit
         # in an expander, opened first when the link is in there
+        # (each link carries the sidebar's settings: href "masks?model=...")
         nav = self.page_.locator(f"[data-testid='stSidebar'] a[data-testid='stPageLink-NavLink']"
-                                 f"[href='{url_path}']").first
+                                 f":is([href='{url_path}'], [href^='{url_path}?'])").first
         t0 = time.perf_counter()
         if not await nav.is_visible():
             await self.page_.locator("[data-testid='stSidebar'] [data-testid='stExpander'] "

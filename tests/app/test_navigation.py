@@ -55,3 +55,36 @@ def test_the_page_list_speaks_the_readers_language():
         more = at.sidebar.get("expander")[0]
         assert more.label == zh.gettext("{n} more pages").format(n=len(PAGES) - SHOWN_PAGES)
         assert more.proto.expanded is opened
+
+
+def test_a_page_opened_from_a_link_writes_nothing_more():
+    """Each page link carries the sidebar's settings (ui/sidebar.link_query: a text typed just
+    before the click included), and every page, opened on that address, leaves its own
+    settings at their defaults out of it (ui/state.to_url). So the page writes nothing and
+    the visit is one history entry: Back returns to the previous page at once (the Chromium
+    test in tests/browser/test_browser.py counts the entries). Swept over every page with
+    the translator (encoder-decoder) and the toy GPT (decoder-only)."""
+    from urllib.parse import parse_qsl
+
+    from attention_lab.ui.address import FIRST
+    from attention_lab.ui.navigation import PAGES
+
+    for model in ("en-fr", "lm"):
+        at = AppTest.from_file(APP, default_timeout=60)
+        at.query_params.update(model=model, text="the cat sat on the mat", lang="en")
+        at.run()
+        at.text_area(key="text").input("the dog sat on the mat").run()  # typed, then a click
+        links = at.sidebar.get("page_link")
+        carried = [dict(parse_qsl(link.proto.query_string)) for link in links]
+        shared = carried[0]
+        assert shared == {"model": model, "text": "the dog sat on the mat", "lang": "en",
+                          "device": "auto", "dtype": "auto"}, shared
+        assert list(shared) == [k for k in FIRST if k in shared]  # the order send_url writes
+        assert all(c == shared for c in carried)
+        for spec in PAGES:
+            at.query_params.clear()
+            at.query_params.update(shared)  # the address the link opens
+            at.switch_page(spec.path).run()
+            assert not at.exception, (model, spec.path, [e.message for e in at.exception])
+            assert {k: v[0] if isinstance(v, list) else v
+                    for k, v in at.query_params.items()} == shared, (model, spec.path)

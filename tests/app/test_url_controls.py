@@ -1,7 +1,8 @@
 """url_select / url_number / url_text_box (attention_lab.ui.controls) in a small AppTest
 script: the default comes from the address, a value out of range (or not an option) is
-clamped with a notice, a value stays valid when the options shrink, and every choice is
-written back to the address."""
+clamped with a notice, a value stays valid when the options shrink, and every choice but
+the default is written back to the address (a default leaves it: the address without it
+shows the same)."""
 
 from __future__ import annotations
 
@@ -45,15 +46,26 @@ def _notices(at) -> str:
     return " ".join(i.value for i in at.info)
 
 
-def test_defaults_are_written_to_the_address():
+def test_defaults_leave_the_address():
     at = _open()
     assert not at.exception
     assert at.session_state["got"] == {"pos": 5, "mode": "pair", "kind": "encoder.self",
                                        "head": 0, "lp": 1.0, "tok": ""}
-    assert (_url(at, "pos"), _url(at, "mode"), _url(at, "akind")) == ("5", "pair", "encoder.self")
-    assert (_url(at, "head"), _url(at, "lp")) == ("0", "1.0")
-    assert _url(at, "tok") is None  # empty: not in the address
+    assert not dict(at.query_params)  # nothing but defaults: an empty address shows the same
     assert not at.info
+    # a default named in the address is taken, and then left out
+    at = _open(pos=5, mode="pair", akind="encoder.self", head=0, lp="1.0", tok="")
+    assert at.session_state["got"]["pos"] == 5 and not dict(at.query_params)
+
+
+def test_a_choice_back_to_its_default_leaves_the_address():
+    at = _open(pos=2, head=3, lp=2.5, mode="induction")
+    assert [_url(at, k) for k in ("pos", "head", "lp", "mode")] == ["2", "3", "2.5", "induction"]
+    at.selectbox(key="pos").set_value(5)
+    at.number_input(key="head").set_value(0)
+    at.number_input(key="lp").set_value(1.0)
+    at.radio(key="mode").set_value("pair").run()
+    assert not at.exception and not dict(at.query_params)
 
 
 @pytest.mark.parametrize("params,expect", [
@@ -68,7 +80,8 @@ def test_an_out_of_range_value_is_clamped_with_a_notice_and_written_back(params,
     assert not at.exception
     for key, value in expect.items():
         assert at.session_state["got"][key] == value
-        assert _url(at, key) == str(value)  # the address shows what the page shows
+        # the address shows what the page shows (the default is the page without it)
+        assert _url(at, key) == (None if key == "pos" and value == 5 else str(value))
     assert "out of range" in _notices(at)
 
 
@@ -78,17 +91,17 @@ def test_unknown_values_fall_back_to_the_default_with_a_notice():
     got = at.session_state["got"]
     assert (got["mode"], got["head"], got["lp"], got["kind"]) == ("pair", 0, 1.0,
                                                                     "encoder.self")
-    assert (_url(at, "mode"), _url(at, "head"), _url(at, "akind")) == ("pair", "0",
-                                                                       "encoder.self")
+    for key in ("mode", "head", "lp", "akind"):  # the defaults shown: out of the address
+        assert _url(at, key) is None
     notices = _notices(at)
     assert "not one of" in notices and "not a number" in notices
 
 
 def test_the_address_name_and_the_session_key_may_differ():
-    at = _open(akind="decoder.self")
-    assert at.selectbox(key="atlas_kind").value == "decoder.self"
-    at.selectbox(key="atlas_kind").set_value("encoder.self").run()
-    assert _url(at, "akind") == "encoder.self"
+    at = _open()
+    assert at.selectbox(key="atlas_kind").value == "encoder.self"
+    at.selectbox(key="atlas_kind").set_value("decoder.self").run()
+    assert _url(at, "akind") == "decoder.self"
     assert "atlas_kind" not in at.query_params
 
 
@@ -115,7 +128,8 @@ def test_a_value_stays_valid_when_the_options_shrink():
     at.run()
     assert not at.exception
     assert at.selectbox(key="pos").value == 2 and at.number_input(key="head").value == 2
-    assert (_url(at, "pos"), _url(at, "head")) == ("2", "2")
+    # head 2 is written; position 2 is now the last, the default, so it leaves the address
+    assert (_url(at, "pos"), _url(at, "head")) == (None, "2")
 
 
 def test_a_long_text_is_cut_with_a_notice():

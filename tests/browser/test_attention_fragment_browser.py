@@ -225,7 +225,7 @@ def test_a_fragment_rerun_speaks_its_sessions_language(server, chromium_browser)
     for lang in ("zh", "en", "zh"):  # interleaved: one session's language never leaks
         page, errors, wire = pages[lang]
         page.bring_to_front()  # a background tab does not animate: clicks wait for it
-        before = int(_params(page)["head"])
+        before = int(_params(page).get("head", 0))  # head 0, the default: not in the address
         start = wire.mark()  # typed: a narrow number input hides its +/- buttons
         box = page.locator("[data-testid='stNumberInput']").filter(has_text=heads[lang][0])
         box.locator("input").fill(str(before + 1))

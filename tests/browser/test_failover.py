@@ -51,6 +51,9 @@ SETUP_MS = 400_000  # first pages on a busy 2-core machine
 FLAGS = [*CHROMIUM_FLAGS, "--disable-background-timer-throttling",
          "--disable-renderer-backgrounding", "--disable-backgrounding-occluded-windows"]
 VIEW = ("text", "model", "kind", "layer", "head", "view")
+# what the Attention page shows for a setting the address leaves out (ui/state.to_url): en-fr's
+# first block kind, layer 0, head 0, the weights
+SHOWN_WHEN_LEFT_OUT = {"kind": "encoder.self", "layer": "0", "head": "0", "view": "weights"}
 READ_VIEW = """() => {
   const value = l => { const e = document.querySelector(`input[aria-label^="${l}"]`);
                        return e ? e.value : null; };
@@ -204,7 +207,8 @@ class Tab:
         """The view as the page shows it: the address's settings and the widgets' values."""
         query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.page.url).query)
         dom = await self.page.evaluate(READ_VIEW)
-        return {"url": {k: query.get(k, [None])[0] for k in VIEW}, "dom": dom}
+        return {"url": {k: query.get(k, [SHOWN_WHEN_LEFT_OUT.get(k)])[0] for k in VIEW},
+                "dom": dom}
 
     async def problems(self) -> list[str]:
         out = real_errors(self.errors)

@@ -74,9 +74,12 @@ def test_a_click_on_a_head_edge_opens_that_head(app_server, chromium_browser):
     page.wait_for_function("() => location.pathname.endsWith('/heads_matter')", timeout=60_000)
     settle(page)
     params = urllib.parse.parse_qs(urllib.parse.urlsplit(page.url).query)
-    assert params["tab"] == ["qk"] and params["qk_block"] == ["decoder.1.self"]
-    assert (params["qk_q"], params["qk_k"], params["pos"]) == (["8"], ["4"], ["8"])
-    assert params["qk_head"][0] in ("0", "1")
+    # settings at their defaults leave the address (ui/state.to_url): the last block, head 0,
+    # the query's strongest key
+    shown = {**{"qk_block": ["decoder.1.self"], "qk_head": ["0"], "qk_k": ["4"]}, **params}
+    assert shown["tab"] == ["qk"] and shown["qk_block"] == ["decoder.1.self"]
+    assert (shown["qk_q"], shown["qk_k"], shown["pos"]) == (["8"], ["4"], ["8"])
+    assert shown["qk_head"][0] in ("0", "1")
     assert page.locator("[data-testid='stException']").count() == 0
     assert not real_errors(errors), errors
     page.close()
@@ -118,8 +121,9 @@ def test_circuits_page_draws_and_a_head_click_opens_it(app_server, chromium_brow
     page.wait_for_function("() => location.pathname.endsWith('/heads_matter')", timeout=60_000)
     settle(page)
     params = urllib.parse.parse_qs(urllib.parse.urlsplit(page.url).query)
-    assert params["tab"] == ["qk"] and params["qk_block"] == ["decoder.1.self"]
-    assert params["qk_head"] == ["0"]
+    shown = {**{"qk_block": ["decoder.1.self"], "qk_head": ["0"]}, **params}  # (as above)
+    assert shown["tab"] == ["qk"] and shown["qk_block"] == ["decoder.1.self"]
+    assert shown["qk_head"] == ["0"]
     assert params["text"] == [CIRCUIT_CLEAN]  # the circuit's clean text, not the sidebar's
     assert page.locator("[data-testid='stException']").count() == 0
     assert not real_errors(errors), errors
