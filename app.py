@@ -24,11 +24,13 @@ apply_language()  # this run's language (ui/lang.py): before any text, page titl
 PAGES = st_pages()  # attention_lab/ui/navigation.py: one line per page, also the Home tour
 
 page = st.navigation(PAGES, position="hidden")  # drawn by page_links, in the reader's language
-links = st.sidebar.empty()  # the page list: drawn now, again once the sidebar has run
-page_links(PAGES, page, link_query(), links.container())
+links = st.sidebar.empty()  # the page list, with the sidebar's settings (ui/sidebar.py)
+carried = link_query()
+page_links(PAGES, page, carried, links.container())
 try:
     st.session_state["_selection"] = sidebar()
-    page_links(PAGES, page, link_query(), links.container())  # a new text or model goes along
+    if link_query() != carried:  # a session's first run: its settings are known only now
+        page_links(PAGES, page, link_query(), links.container())
     page.run()
 finally:  # also when a page stops early: remember this session's choices
     keep_widget_values()

@@ -92,16 +92,16 @@ def test_the_page_list_is_chinese_and_keeps_the_input(app_server, chromium_brows
         arrived = ("() => (document.querySelector('h1') || {}).textContent === '电路'"
                    " && location.pathname.endsWith('/circuits')")
         # Streamlit ignores a click on a page link while its widgets are disabled (PageLink's
-        # onClick; the native page list's links too): click when the app is idle, and once
-        # more if nothing happened, as a user would
-        for attempt in range(2):
+        # onClick; the native page list's links too): click when the app is idle, and again
+        # after a few seconds if nothing happened, as a user would
+        for attempt in range(3):
             tab.wait_for_selector(SCRIPT_IDLE, timeout=60_000)
             link.click()
             try:
-                tab.wait_for_function(arrived, timeout=30_000)
+                tab.wait_for_function(arrived, timeout=30_000 if attempt == 2 else 6_000)
                 break
             except PlaywrightTimeout:
-                if attempt:
+                if attempt == 2:
                     raise
         settle(tab)
         params = urllib.parse.parse_qs(urllib.parse.urlparse(tab.url).query)
