@@ -29,8 +29,8 @@ carried = link_query()
 page_links(PAGES, page, carried, links.container())
 try:
     st.session_state["_selection"] = sidebar()
-    if link_query() != carried:  # a session's first run: its settings are known only now
-        page_links(PAGES, page, link_query(), links.container())
+    if (known := link_query()) != carried:  # a session's first run: its settings are known now
+        page_links(PAGES, page, known, links.container())
     page.run()
 finally:  # also when a page stops early: remember this session's choices
     keep_widget_values()
