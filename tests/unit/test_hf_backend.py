@@ -168,6 +168,39 @@ def test_uncached_hub_id_is_a_clear_error():
         vc.load("attention-lab-test/no-such-model")
 
 
+def test_unreachable_hub_fails_at_once_from_the_cache(monkeypatch, tmp_path):
+    """Without HF_HUB_OFFLINE, a Hub id on a machine whose resolver knows no Hub: one probe,
+    then the cache alone (huggingface_hub would otherwise retry five times with back-off)."""
+    import socket
+
+    from viz_core.loading import hf
+
+    lookups = []
+
+    def no_resolver(host, *args, **kwargs):
+        lookups.append(host)
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HTTPS_PROXY", "https_proxy",
+                "ALL_PROXY", "all_proxy", "HF_ENDPOINT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))  # nothing cached
+    monkeypatch.setattr(socket, "getaddrinfo", no_resolver)
+    import huggingface_hub.constants as hub
+
+    monkeypatch.setattr(hub, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(hub, "HF_HUB_CACHE", str(tmp_path))
+    with pytest.raises(ModelLoadError) as err:
+        vc.load("attention-lab-test/no-such-model")
+    assert "cannot be reached" in str(err.value) and "no-such-model" in str(err.value)
+    assert lookups == ["huggingface.co"]  # the probe's one lookup; nothing retried
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")  # behind a proxy: no probe
+    assert hf.hub_unreachable() is False and lookups == ["huggingface.co"]
+    monkeypatch.delenv("HTTPS_PROXY")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # told: no probe either
+    assert hf.hub_unreachable() is True and lookups == ["huggingface.co"]
+
+
 def test_missing_local_path_is_not_found(tmp_path):
     missing = tmp_path / "nowhere" / "model"
     with pytest.raises(ModelLoadError, match="not found"):

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import os
 import re
+import socket
+import threading
 from pathlib import Path
+from urllib.parse import urlparse
 
 from viz_core.i18n import N_
 
@@ -22,6 +25,7 @@ from ..errors import ModelLoadError
 from .footprint import estimate, placement
 
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
+HUB_PROBE_SECONDS = 3.0  # how long a Hub id's load waits to learn whether the Hub answers
 
 MINILM_CARD = {
     "name": "minilm",
@@ -47,6 +51,35 @@ def _resolve(name: str) -> tuple[str, str]:
     if looks_local:
         raise ModelLoadError(N_("Model folder {name!r} not found."), name=name)
     return name, name
+
+
+def hub_unreachable() -> bool:
+    """Whether asking the Hugging Face Hub would only wait: HF_HUB_OFFLINE is set, or its
+    host (HF_ENDPOINT) cannot be resolved and connected to within HUB_PROBE_SECONDS. Without
+    this, a Hub id that is not cached fails only after huggingface_hub's five retries with
+    back-off (about 25 s offline); with it, loading reads the cache alone (local_files_only).
+    Behind a proxy (HTTPS_PROXY, ALL_PROXY) the direct probe says nothing: no probe then."""
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        return True
+    if any(os.environ.get(k) for k in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return False
+    url = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    if not url.hostname:
+        return False
+    port = url.port or (80 if url.scheme == "http" else 443)
+    answered: list[bool] = []
+
+    def probe():  # in a thread: name resolution has no timeout of its own
+        try:
+            socket.create_connection((url.hostname, port), timeout=HUB_PROBE_SECONDS).close()
+            answered.append(True)
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=probe, name="hub-probe", daemon=True)
+    thread.start()
+    thread.join(HUB_PROBE_SECONDS)
+    return not answered
 
 
 def _short(err: Exception) -> str:
@@ -84,12 +117,20 @@ def load_hf(name: str, device="auto", dtype="auto", *, shown: str | None = None,
         shown = shown or resolved
     local = Path(source).is_dir()
     where = "folder" if local else "Hub id"
+    cache_only = not local and hub_unreachable()
     try:
-        config = AutoConfig.from_pretrained(source, trust_remote_code=False)
+        config = AutoConfig.from_pretrained(source, trust_remote_code=False,
+                                            local_files_only=cache_only)
     except Exception as err:  # OSError, ValueError, HTTP errors ...: all mean "cannot load"
         if local:
             raise ModelLoadError(N_("Cannot read a Hugging Face config in {name!r}: {short}"),
                                     name=name, short=_short(err)) from err
+        if cache_only:
+            raise ModelLoadError(
+                N_("Cannot load Hub id {name!r}: it is not cached here and the Hugging Face Hub "
+                   "cannot be reached from this machine (offline or HF_HUB_OFFLINE set). Check "
+                   "the spelling, or download it once where the Hub is reachable."), name=name
+            ) from err
         raise ModelLoadError(
             N_("Cannot load Hub id {name!r}: it is not cached here and the Hugging Face Hub could "
               "not provide it (offline, misspelt or private). Details: {short}"), name=name, short=_short(err)
@@ -114,10 +155,11 @@ def load_hf(name: str, device="auto", dtype="auto", *, shown: str | None = None,
                                    "spreading it needs the accelerate package."),
                                      name=name, describe=footprint.describe()) from err
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
+        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False,
+                                                  local_files_only=cache_only)
         model = auto.from_pretrained(
             source, attn_implementation=register_with_transformers(),
-            trust_remote_code=False,
+            trust_remote_code=False, local_files_only=cache_only,
             use_safetensors=True,  # never unpickle weights a user points us at
             dtype=torch_dtype, **spread)
     except Exception as err:
