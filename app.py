@@ -5,11 +5,11 @@ from pathlib import Path
 import streamlit as st
 
 from attention_lab.server import install as rerun_fresh_sessions
-from attention_lab.ui.address import send_url
+from attention_lab.ui.address import PAGE_NOW, send_url
 from attention_lab.ui.lang import apply_language
 from attention_lab.ui.navigation import page_links, st_pages
 from attention_lab.ui.runs import cap_torch_threads
-from attention_lab.ui.sidebar import link_query, sidebar
+from attention_lab.ui.sidebar import link_queries, sidebar
 from attention_lab.ui.state import keep_widget_values
 from viz_core.capture.memory import reuse_freed_memory
 
@@ -24,14 +24,18 @@ apply_language()  # this run's language (ui/lang.py): before any text, page titl
 PAGES = st_pages()  # attention_lab/ui/navigation.py: one line per page, also the Home tour
 
 page = st.navigation(PAGES, position="hidden")  # drawn by page_links, in the reader's language
-links = st.sidebar.empty()  # the page list, with the sidebar's settings (ui/sidebar.py)
-carried = link_query()
+links = st.sidebar.empty()  # the page list, with the settings each link carries (ui/sidebar.py)
+carried = link_queries(PAGES)
 page_links(PAGES, page, carried, links.container())
 try:
     st.session_state["_selection"] = sidebar()
-    if (known := link_query()) != carried:  # a session's first run: its settings are known now
+    if (known := link_queries(PAGES)) != carried:  # a session's first run: its settings now
         page_links(PAGES, page, known, links.container())
+        carried = known
+    st.session_state[PAGE_NOW] = page.url_path  # the page whose keys this run's writes are
     page.run()
 finally:  # also when a page stops early: remember this session's choices
     keep_widget_values()
     send_url()  # the run's address changes, as one message (one history entry)
+if (final := link_queries(PAGES)) != carried:  # this run changed a page's own settings
+    page_links(PAGES, page, final, links.container())

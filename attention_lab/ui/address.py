@@ -1,6 +1,9 @@
 """The address bar as one run leaves it: its changes (ui/state.to_url) are kept here and sent
 in one message at the end of the run (send_url), so the browser's history gets one entry per
-run, not one per setting. Imports nothing of the app, so every ui module may use it."""
+run, not one per setting. It also remembers, per page, which of the address's keys the page
+writes and the value each key last had (page_settings), so a page link can carry the page's
+own settings as a revisit will show them. Imports nothing of the app, so every ui module may
+use it."""
 
 from __future__ import annotations
 
@@ -11,6 +14,40 @@ RESEND = "_url_resend"
 # The sidebar's settings, first in every address and in this order (the rest keep theirs), so
 # a page link (ui/sidebar.link_query) and the page it opens write the same address.
 FIRST = ("model", "text", "target", "lang", "device", "dtype", "new")
+WRITTEN = "_url_written"  # this run's keys given to state.to_url -> their value ("" = default)
+PAGE_NOW = "_url_page"  # the url_path of the page this run shows (app.py)
+PAGE_KEYS = "_url_page_keys"  # url_path -> the keys (not FIRST) that page writes
+LAST = "_url_last"  # key -> the value it had when a run last wrote it ("" = left out)
+LINK_VALUE_LIMIT = 2_000  # characters of one value a page link carries
+
+
+def written(key: str, value: str) -> None:
+    """state.to_url's record of a key this run writes (``value`` "" when at its default)."""
+    st.session_state.setdefault(WRITTEN, {})[key] = value
+
+
+def _remember_page_keys() -> None:
+    """At the end of a run (or a fragment's run): the keys the shown page wrote join that
+    page's keys, and every written key's value is its latest (LAST)."""
+    ss = st.session_state
+    run = ss.pop(WRITTEN, None) or {}
+    ss.setdefault(LAST, {}).update(run)
+    page = ss.get(PAGE_NOW)
+    if page is not None:
+        keys = ss.setdefault(PAGE_KEYS, {}).setdefault(page, [])
+        keys.extend(k for k in run if k not in FIRST and k not in keys)
+
+
+def page_settings(url_path: str) -> dict[str, str]:
+    """The page's own settings as a visit of it will show them (its keys at their latest
+    value; those at their default left out, as the page leaves them): what its sidebar link
+    adds to the sidebar's settings, so a revisit writes nothing more and is one history
+    entry. Empty for a page this session has not shown. A value over LINK_VALUE_LIMIT stays
+    out (the page writes it, as a second entry)."""
+    ss = st.session_state
+    last = ss.get(LAST, {})
+    return {k: v for k in ss.get(PAGE_KEYS, {}).get(url_path, ())
+            if (v := last.get(k)) and len(v) <= LINK_VALUE_LIMIT}
 
 
 def url_get(key: str) -> str | None:
@@ -36,6 +73,7 @@ def send_url() -> None:
     fragment run (ui.lang.fragment)."""
     pending = st.session_state.pop(PENDING, None) or {}
     resend = st.session_state.pop(RESEND, False)
+    _remember_page_keys()
     if not pending and not resend:
         return
     query = st.query_params.to_dict()

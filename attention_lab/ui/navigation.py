@@ -102,22 +102,24 @@ def tour_markdown(pages: list[PageSpec] | None = None) -> str:
 SHOWN_PAGES = 10  # page links above the fold; the rest in an expander (as Streamlit's own)
 
 
-def page_links(pages: list, current, query: dict[str, str] | None = None,
+def page_links(pages: list, current, queries: dict[str, dict[str, str]] | None = None,
                container=None) -> None:
     """The page list in the sidebar, in the reader's language: the first SHOWN_PAGES pages,
     then the others in an expander that is open when one of them is the current page
-    (Streamlit's own list folds them under an English "View N more"). Each link carries
-    ``query`` (the sidebar's settings: ui/sidebar.link_query), so the page it opens has its
-    address at once (and a link opened in a new tab shows the same model and text).
-    ``container``: where to draw them (the sidebar when None)."""
+    (Streamlit's own list folds them under an English "View N more"). Each link carries its
+    query from ``queries`` (url_path -> the sidebar's settings and the page's own:
+    ui/sidebar.link_queries), so the page it opens has its address at once (and a link
+    opened in a new tab shows the same model and text). ``container``: where to draw them
+    (the sidebar when None)."""
     import streamlit as st
 
+    queries = queries or {}
     with container or st.sidebar:
         for page in pages[:SHOWN_PAGES]:
-            st.page_link(page, query_params=query)
+            st.page_link(page, query_params=queries.get(page.url_path))
         rest = pages[SHOWN_PAGES:]
         if rest:
             here = any(p.url_path == current.url_path for p in rest)
             with st.expander(_("{n} more pages").format(n=len(rest)), expanded=here):
                 for page in rest:
-                    st.page_link(page, query_params=query)
+                    st.page_link(page, query_params=queries.get(page.url_path))

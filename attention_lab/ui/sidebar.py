@@ -15,7 +15,7 @@ from viz_core.loading.entry import CHECKPOINTS
 from viz_core.loading.policy import BUILTIN_HF, Policy, set_default_policy
 
 from . import state
-from .address import FIRST
+from .address import FIRST, page_settings
 from .charts import IMAGE_FORMATS
 from .errors import literal, log, reported
 from .generation import new_tokens_control
@@ -218,6 +218,14 @@ def link_query() -> dict[str, str]:
     if len(query.get("text", "")) > LINK_TEXT_LIMIT:
         del query["text"]
     return {k: query[k] for k in FIRST if query.get(k)}
+
+
+def link_queries(pages: list) -> dict[str, dict[str, str]]:
+    """url_path -> what that page's link carries: the sidebar's settings (link_query), then
+    the page's own as a revisit shows them (address.page_settings): opening a page this
+    session has shown before, with settings it changed, is then one history entry too."""
+    shared = link_query()
+    return {p.url_path: {**shared, **page_settings(p.url_path)} for p in pages}
 
 
 def _use_example() -> None:

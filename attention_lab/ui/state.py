@@ -6,7 +6,7 @@ import streamlit as st
 
 from viz_core.i18n import _
 
-from .address import PENDING, RESEND, send_url, stop, url_get  # noqa: F401 (the app's stop)
+from .address import PENDING, RESEND, send_url, stop, url_get, written  # noqa: F401 (the app's stop)
 
 MAX_TEXT_CHARS = 20_000
 
@@ -174,6 +174,7 @@ def to_url(*, resend: bool = False, defaults: dict | None = None, **values) -> N
         value = "" if value is None else str(value)
         if key in defaults and value == str(defaults[key]):
             value = ""
+        written(key, value)
         if url_get(key) != (value or None):  # an empty value leaves the address too
             pending[key] = value
     if resend:

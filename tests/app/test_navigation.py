@@ -88,3 +88,39 @@ def test_a_page_opened_from_a_link_writes_nothing_more():
             assert not at.exception, (model, spec.path, [e.message for e in at.exception])
             assert {k: v[0] if isinstance(v, list) else v
                     for k, v in at.query_params.items()} == shared, (model, spec.path)
+
+
+def test_a_revisited_page_is_one_history_entry_too():
+    """A page this session has shown, with a setting changed there, is opened by a link that
+    carries that setting too (address.page_settings via ui/sidebar.link_queries): the page
+    shows what the session chose and writes nothing more, so Back is one press on revisits
+    as well. Other pages' links do not carry it; the default again leaves every link."""
+    from urllib.parse import parse_qsl
+
+    def links(at):
+        return {link.proto.page: dict(parse_qsl(link.proto.query_string))
+                for link in at.sidebar.get("page_link")}
+
+    def open_link(at, page):
+        query = links(at)[page]
+        at.query_params.clear()
+        at.query_params.update(query)
+        at.switch_page(f"pages/{page}.py").run()
+        assert not at.exception, [e.message for e in at.exception]
+        return query
+
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params.update(model="lm", text="the cat sat on the mat", lang="en")
+    at.run()
+    open_link(at, "attention")
+    assert "head" not in links(at)["attention"]
+    at.number_input(key="head").set_value(2).run()
+    assert at.query_params["head"] in ("2", ["2"])
+    assert links(at)["attention"]["head"] == "2"  # redrawn at the end of the run
+    assert "head" not in links(at)["masks"]
+    open_link(at, "masks")
+    query = open_link(at, "attention")
+    assert query["head"] == "2" and at.number_input(key="head").value == 2
+    assert {k: v[0] if isinstance(v, list) else v for k, v in at.query_params.items()} == query
+    at.number_input(key="head").set_value(0).run()  # back to the default: out of the links
+    assert all("head" not in q for q in links(at).values())

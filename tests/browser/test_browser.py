@@ -59,8 +59,10 @@ def test_back_goes_back_a_view_not_a_setting_at_a_time(app_url, chromium_browser
     page from the sidebar is one: its link carries the sidebar's settings and the page's own
     settings at their defaults stay out of the address, so the page writes nothing more and
     one Back returns to the previous page. One changed setting is one entry, and Back undoes
-    it. Before, every setting a run wrote was an entry of its own (6-10 per page), then a
-    visit was two (Back seemed to do nothing the first time). Each part in a tab of its own:
+    it. A revisit of a page whose setting was changed there is one entry too (its link
+    carries that setting). Before, every setting a run wrote was an entry of its own (6-10
+    per page), then a visit was two (Back seemed to do nothing the first time), and so was
+    a revisit with a changed setting until 27 Nov. Each part in a tab of its own:
     Back leaves forward entries that a new entry replaces, which would blur the count."""
     base, toy = app_url
     q = urllib.parse.urlencode({"model": toy, "text": "the cat sat on the mat"})
@@ -92,6 +94,29 @@ def test_back_goes_back_a_view_not_a_setting_at_a_time(app_url, chromium_browser
     page.evaluate("history.back()")
     page.wait_for_function(f"(({params})().head ?? null) === {json.dumps(head)}",
                            timeout=60_000)
+    assert not real_errors(errors), errors
+    page.close()
+
+    # a revisit: the page's link carries the setting changed there (address.page_settings)
+    page, errors, _ = open_page(chromium_browser, f"{base}/attention?{q}")
+    wait_chart(page)
+    page.get_by_label("Head (0–3)").fill("2")
+    page.get_by_label("Head (0–3)").press("Enter")
+    page.wait_for_function(f"({params})().head === '2'", timeout=60_000)
+    wait_chart(page)
+    page.get_by_role("link", name="Masks").click()
+    page.wait_for_function(f"({title})() === 'Masks'", timeout=60_000)
+    wait_chart(page)
+    assert "head" not in page.evaluate(params)
+    before = page.evaluate("history.length")
+    page.get_by_role("link", name="Attention", exact=True).click()
+    page.wait_for_function(f"({title})() === 'Attention'", timeout=60_000)
+    wait_chart(page)
+    assert page.evaluate(params)["head"] == "2"
+    assert page.get_by_label("Head (0–3)").input_value() == "2"
+    assert page.evaluate("history.length") == before + 1
+    page.evaluate("history.back()")
+    page.wait_for_function(f"({title})() === 'Masks'", timeout=60_000)
     assert not real_errors(errors), errors
     page.close()
 
