@@ -48,7 +48,7 @@ prefix = st.session_state.prefix.strip() or None
 
 request = BeamRequest.of(sel, beam_size=beam_size, max_new_tokens=max_new_tokens,
                          length_penalty=length_penalty, early_stopping=early, prefix=prefix)
-with st.spinner(_("Searching…")), reported(_("running the beam search")):
+with reported(_("running the beam search")), st.spinner(_("Searching…")):
     tree = get_beam(request)
     greedy = get_beam(request.greedy())
 for w in tree.settings.get("warnings", []):

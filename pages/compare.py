@@ -44,8 +44,8 @@ else:
 
 traces = []
 for name, text in runs:
-    with st.spinner(_("Running {name}…").format(name=literal(name))), \
-            reported(_("running {name}").format(name=name)):
+    with reported(_("running {name}").format(name=name)), \
+            st.spinner(_("Running {name}…").format(name=literal(name))):
         max_new = for_model(get_model(name, sel.device), sel.max_new)  # decoders only
         target = sel.target if name == sel.model_name else None
         traces.append(get_trace(TraceRequest(name, sel.device, text, target, max_new=max_new)))

@@ -163,7 +163,7 @@ def ablated_views(chosen: list[str]) -> None:
     for item in chosen:
         name, h = item.rsplit(":", 1)
         ablate.setdefault(name, []).append(int(h))
-    with st.spinner(_("Running without those heads…")), reported(_("running the ablated model")):
+    with reported(_("running the ablated model")), st.spinner(_("Running without those heads…")):
         ablated = get_trace(TraceRequest.of(sel, ablate=ablate))
     c1, c2 = st.columns(2)
     c1.markdown(_("**Original output**"))
@@ -173,7 +173,7 @@ def ablated_views(chosen: list[str]) -> None:
     with c2:
         show_output(ablated)
     if sel.model.can_generate:
-        with st.spinner(_("Beam search with and without those heads…")), reported(_("beam search")):
+        with reported(_("beam search")), st.spinner(_("Beam search with and without those heads…")):
             base_tree = get_beam(BeamRequest.of(sel, beam_size=4))
             abl_tree = get_beam(BeamRequest.of(sel, beam_size=4, ablate=ablate))
         table([{"text": h.text, "score": round(h.score, 4)}

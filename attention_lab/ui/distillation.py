@@ -134,16 +134,16 @@ def teacher_and_student(sel) -> None:
     on = url_select(_("Measure on"), "dist_on", [ON_HELD_OUT, ON_INPUT], widget="radio",
                     horizontal=True, format_func=_)
     texts = held_out_sentences() if on == ON_HELD_OUT else (sel.text,)
-    with st.spinner(_("Loading {literal}…").format(literal=literal(student[:80]))), \
-            reported(_("loading the student {value!r}").format(value=student[:80])):
+    with reported(_("loading the student {value!r}").format(value=student[:80])), \
+            st.spinner(_("Loading {literal}…").format(literal=literal(student[:80]))):
         depth = len([b for b in get_model(student, sel.device).block_heads
                      if b.endswith(".self")])
     mapping = _mapping(depth)
     measures = list(vc.distillation.MEASURES)
     measure = url_select(_("Measure"), "dist_measure", measures,
                          format_func=lambda m: _(vc.distillation.MEASURE_LABELS[m]))
-    with st.spinner(_("Comparing every student layer with every teacher layer…")), \
-            reported(_("comparing the teacher and the student")):
+    with reported(_("comparing the teacher and the student")), \
+            st.spinner(_("Comparing every student layer with every teacher layer…")):
         result = _compare(teacher, student, sel.device, tuple(texts), mapping)
     state.show_notices()
     for note in result.notes():
@@ -194,7 +194,7 @@ def _pair_view(sel, teacher: str, student: str, result) -> None:
                       _("head {head}").format(head=h),
                       help=_("One head needs equal head counts."))
     pair = divmod(pick, n_t)
-    with st.spinner(_("Tracing the pair…")), reported(_("drawing the pair's attention maps")):
+    with reported(_("drawing the pair's attention maps")), st.spinner(_("Tracing the pair…")):
         tokens, t_map, s_map = _maps(teacher, student, sel.device, sel.text, pair,
                                      None if head == "mean" else int(head))
     s, t = pair

@@ -49,22 +49,25 @@ def translated(err) -> str:
 
 
 @contextmanager
-def reported(what: str):
+def reported(what: str, also=None):
     """Run a block; a VizError becomes st.error(message), anything else a short apology.
 
     The user sees only the message; the log gets the traceback of anything unexpected and
-    the cause of a VizError raised from another exception (``raise ... from err``)."""
+    the cause of a VizError raised from another exception (``raise ... from err``).
+    ``also``: a second place for the message (the main area, for a failure in the sidebar,
+    which a reader may have folded away or scrolled past)."""
     try:
         yield
     except vc.VizError as err:
         if err.__cause__ is not None:  # a failure told in short (e.g. loading): log its cause
             log.warning("%s failed: %s", what, err, exc_info=err)
-        st.error(literal(translated(err)), icon="⚠️")
+        for place in (st, *([also] if also is not None else [])):
+            place.error(literal(translated(err)), icon="⚠️")
         stop()
     except Exception as err:  # noqa: BLE001 - the user sees a message, the log the details
         log.exception("%s failed", what)
-        st.error(_("Something went wrong while {what} ({error}). Try another input or model; "
-                   "the rest of the app keeps working.").format(what=literal(what),
-                                                                error=type(err).__name__),
-                 icon="⚠️")
+        for place in (st, *([also] if also is not None else [])):
+            place.error(_("Something went wrong while {what} ({error}). Try another input or "
+                          "model; the rest of the app keeps working.").format(
+                              what=literal(what), error=type(err).__name__), icon="⚠️")
         stop()

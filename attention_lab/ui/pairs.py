@@ -30,10 +30,10 @@ def _parts(name: str, device: str, text: str, pair: str | None):
 
 def pair_trace(sel, pair: str | None):
     """The sidebar's text as sentence A and `pair` as sentence B (None: one sentence)."""
-    with st.spinner(_("Running the model…")), reported(_("running the model on the pair")):
+    with reported(_("running the model on the pair")), st.spinner(_("Running the model…")):
         return _pair_trace(sel.model_name, sel.device, sel.text, pair or None)
 
 
 def embedding_parts(sel, pair: str | None):
-    with st.spinner(_("Reading the embedding tables…")), reported(_("reading the embeddings")):
+    with reported(_("reading the embeddings")), st.spinner(_("Reading the embedding tables…")):
         return _parts(sel.model_name, sel.device, sel.text, pair or None)

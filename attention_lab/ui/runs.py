@@ -345,7 +345,7 @@ def get_trace(request: TraceRequest):
 
 def run_trace(request: TraceRequest):
     """get_trace with the page's spinner; a failure becomes a message and stops the page."""
-    with model_spinner(_("Running the model…")), reported(_("running the model")):
+    with reported(_("running the model")), model_spinner(_("Running the model…")):
         return get_trace(request)
 
 
@@ -418,7 +418,7 @@ def _batch(request: BatchRequest):
 
 def get_batch(request: BatchRequest):
     """A padded batch; encoder-decoder models are teacher-forced on their own outputs."""
-    with model_spinner(_("Running the batch…")), reported(_("running the batch")):
+    with reported(_("running the batch")), model_spinner(_("Running the batch…")):
         model = get_model(request.model_name, request.device)
         if request.targets is None and model.architecture == "encoder-decoder":
             request = replace(request, targets=tuple(

@@ -130,6 +130,7 @@ def sidebar() -> Selection:
         st.session_state.model_pick = options[0]
     state.clean_state("model_custom", N_("model name"))
 
+    main = st.empty()  # the main area's top: a model that cannot load is told there too
     with st.sidebar:
         st.selectbox(_("Model"), options, key="model_pick",
                      format_func=bound(lambda n: _(n) if n == CUSTOM else f"{n} — {describe(n)}"[:80]),
@@ -140,7 +141,8 @@ def sidebar() -> Selection:
                           placeholder=_("e.g. /path/to/model or bert-base-uncased"))
             name = st.session_state.model_custom.strip()
             if not name:
-                st.info(_("Enter a path or id to load a model of your own."))
+                for place in (st, main):
+                    place.info(_("Enter a path or id to load a model of your own."))
                 state.stop()
         devices = ["auto", *vc.available_devices()]
         state.widget_default("device", state.url_choice("device", devices, "auto"))
@@ -154,8 +156,9 @@ def sidebar() -> Selection:
         size = model_footprint(name, device)
         if size:
             st.caption(_("Weights: {size}").format(size=literal(size)))
-        with st.spinner(_("Loading {name}…").format(name=literal(name[:80]))), \
-                reported(_("loading the model {name!r}").format(name=name[:80])):
+        # the spinner ends before a failure is told: a stopped run sends nothing more
+        with reported(_("loading the model {name!r}").format(name=name[:80]), also=main), \
+                st.spinner(_("Loading {name}…").format(name=literal(name[:80]))):
             policy.check_name(name, builtin=name in choices)
             model = get_model(name, device)
         for message in getattr(model, "notices", []):

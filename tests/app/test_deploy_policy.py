@@ -71,6 +71,9 @@ def test_app_shows_hostile_checkpoints_and_keeps_working(hostile):
         assert not at.exception, (name, [e.message for e in at.exception])
         assert at.error and at.error[0].value.strip(), name
         assert not any("Something went wrong" in e.value for e in at.error), name
+        # told in the sidebar, next to the name, and in the main area, which is otherwise empty
+        told = [e.value for e in at.sidebar.error]
+        assert told and told == [e.value for e in at.main.error], name
         at.selectbox(key="model_pick").set_value(SHIPPED).run()  # the app still works
         assert not at.exception and not at.error and at.get("plotly_chart"), name
     assert not (root / "UNPICKLED").exists()

@@ -133,6 +133,22 @@ def test_script_in_text_never_runs(app_url, chromium_browser):
     assert HOSTILE in page.get_by_label("Input text").input_value()
 
 
+def test_a_model_that_cannot_load_is_told_where_the_page_would_be(app_url, chromium_browser):
+    """A failed load is told in the sidebar and in the main area (else empty), and its
+    "Loading ..." spinner ends first: the run stops after the message, and a stopped run
+    sends nothing more, so a spinner ended after it stayed on screen."""
+    base, _toy = app_url
+    page, errors, _ = open_page(chromium_browser, f"{base}/attention?model=/nonexistent/model")
+    main = page.locator("[data-testid=stMain] [data-testid=stAlert]")
+    main.first.wait_for(timeout=60_000)
+    settle(page)
+    assert "not found" in main.first.inner_text()
+    assert page.locator("[data-testid=stSidebar] [data-testid=stAlert]").count() == 1
+    assert page.locator("[data-testid=stSpinner]").count() == 0
+    assert not real_errors(errors), errors
+    page.close()
+
+
 PAGES = ["home", "attention", "inside", "positional", "masks", "beam", "heads", "compare"]
 
 

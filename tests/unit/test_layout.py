@@ -269,6 +269,35 @@ def test_the_check_finds_a_private_reach(tmp_path):
     ]
 
 
+def test_no_spinner_outlives_a_stopped_run():
+    """ui.errors.reported stops the run after its message, and a stopped run sends nothing
+    more: a spinner entered before it (``with st.spinner(...), reported(...)`` or a
+    ``reported`` inside a spinner's block) would end unseen and spin on beside the error.
+    So reported always encloses the spinner (tests/browser/test_browser.py watches one)."""
+    def name(call):
+        f = call.func
+        return f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+
+    files = [ROOT / "app.py", *(ROOT / "pages").glob("*.py"),
+             *(ROOT / "attention_lab" / "ui").rglob("*.py")]
+    found = []
+    for p in files:
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.With):
+                continue
+            calls = [i.context_expr for i in node.items if isinstance(i.context_expr, ast.Call)]
+            names = [name(c) for c in calls]
+            spins = [i for i, n in enumerate(names) if n in ("spinner", "model_spinner")]
+            if not spins:
+                continue
+            inner = [name(c) for stmt in node.body for w in ast.walk(stmt)
+                     if isinstance(w, ast.With) for c in (i.context_expr for i in w.items)
+                     if isinstance(c, ast.Call)]
+            if "reported" in names[spins[0]:] or "reported" in inner:
+                found.append(f"{p.relative_to(ROOT)}:{node.lineno}")
+    assert found == []
+
+
 def test_the_app_stops_through_state_stop():
     """A run's address changes are sent at its end (ui/address.send_url), and a stopped run
     sends nothing more: so the app stops with state.stop (address.stop), which sends them
