@@ -172,13 +172,16 @@ def test_unreachable_hub_fails_at_once_from_the_cache(monkeypatch, tmp_path):
     """Without HF_HUB_OFFLINE, a Hub id on a machine whose resolver knows no Hub: one probe,
     then the cache alone (huggingface_hub would otherwise retry five times with back-off)."""
     import socket
+    import threading
 
+    from tests.support.hf_tiny import make_tiny_gpt2  # before the variables go: it sets one
     from viz_core.loading import hf
 
-    lookups = []
+    lookups, requests = [], []  # the probe's (its own thread) and any other: a Hub request
 
     def no_resolver(host, *args, **kwargs):
-        lookups.append(host)
+        probe = threading.current_thread().name == "hub-probe"
+        (lookups if probe else requests).append(host)
         raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
 
     for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HTTPS_PROXY", "https_proxy",
@@ -193,12 +196,23 @@ def test_unreachable_hub_fails_at_once_from_the_cache(monkeypatch, tmp_path):
     with pytest.raises(ModelLoadError) as err:
         vc.load("attention-lab-test/no-such-model")
     assert "cannot be reached" in str(err.value) and "no-such-model" in str(err.value)
-    assert lookups == ["huggingface.co"]  # the probe's one lookup; nothing retried
+    assert lookups == ["huggingface.co"]  # the probe's one lookup
+    # nothing retried (before: 6 requests over 25 s); huggingface_hub may ask the Hub once
+    # per process for its agent registry (a short timeout, no retry), whatever the load
+    assert len(requests) <= 1
+    # a model in the cache (the Hub cache's layout: refs/main names the snapshot) loads from it
+    repo = tmp_path / "models--attention-lab-test--cached-gpt2"
+    make_tiny_gpt2(repo / "snapshots" / ("0" * 40))
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0" * 40)
+    model = vc.load("attention-lab-test/cached-gpt2", device="cpu")
+    assert model.trace("the cat").source_tokens
+    assert lookups == ["huggingface.co"] * 2 and len(requests) <= 1  # one probe per load
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")  # behind a proxy: no probe
-    assert hf.hub_unreachable() is False and lookups == ["huggingface.co"]
+    assert hf.hub_unreachable() is False and len(lookups) == 2
     monkeypatch.delenv("HTTPS_PROXY")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # told: no probe either
-    assert hf.hub_unreachable() is True and lookups == ["huggingface.co"]
+    assert hf.hub_unreachable() is True and len(lookups) == 2
 
 
 def test_missing_local_path_is_not_found(tmp_path):
