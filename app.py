@@ -37,5 +37,7 @@ try:
 finally:  # also when a page stops early: remember this session's choices
     keep_widget_values()
     send_url()  # the run's address changes, as one message (one history entry)
-if (final := link_queries(PAGES)) != carried:  # this run changed a page's own settings
+# this run changed a page's own settings (a fragment's run, e.g. a head switch, leaves the
+# links as they are until the next full run: a revisit still shows the session's choice)
+if (final := link_queries(PAGES)) != carried:
     page_links(PAGES, page, final, links.container())

@@ -7,7 +7,7 @@
   app: the first run names the page (page_name) with the URL's query; later runs name the
   page's script hash, the query the server last wrote, every widget's value, the cached
   message hashes, and the widget's fragment for a widget inside an st.fragment; a page
-  switch keeps only the sidebar's widgets and an empty query.
+  switch keeps only the sidebar's widgets and sends the query its sidebar link carries.
 - browser.py: the same scenario in Playwright contexts of Debian's chromium (the pytest
   profile, tests/browser/test_load_browser.py).
 - __main__.py: starts the server (one process, or `attention-lab serve --replicas N`),

@@ -129,6 +129,7 @@ class Session:
         self.max_age = 2  # runs a cached message survives unused (new_session's config)
         self.query = ""
         self.pages: dict[str, str] = {}  # url path -> page script hash
+        self.links: dict[str, str] = {}  # url path -> the query its sidebar link carries
         self.page_hash = ""
         self.replica = ""  # X-Attention-Lab-Replica of the page's answer (behind nginx)
         self.session_id = ""
@@ -181,10 +182,11 @@ class Session:
         return await self._rerun(fragment_id=w.fragment_id)
 
     async def page(self, url_path: str) -> Run:
-        """Click a page in the navigation: the frontend drops the main area's widgets and
-        sends the page's script hash, with an empty address."""
+        """Click a page's sidebar link: the frontend drops the main area's widgets and sends
+        the page's script hash with the link's query (the sidebar's settings and the page's
+        own: attention_lab/ui/sidebar.link_queries)."""
         self.widgets = {i: w for i, w in self.widgets.items() if w.in_sidebar}
-        self.query = ""
+        self.query = self.links.get(url_path, "")
         return await self._rerun(page_hash=self.pages[url_path])
 
     # ---- the protocol -----------------------------------------------------------------
@@ -309,6 +311,8 @@ class Session:
                 run.errors.append(f"st.error: {body.body}"[:300])
         elif kind == "plotly_chart":
             run.charts.append(body.spec)
+        elif kind == "page_link":
+            self.links[body.page] = body.query_string
         elif kind in ("markdown", "code", "text", "heading"):
             run.texts.append(getattr(body, "body", "") or getattr(body, "code_text", ""))
         widget_id = getattr(body, "id", "") if kind != "plotly_chart" else ""

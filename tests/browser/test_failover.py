@@ -313,7 +313,11 @@ def test_sessions_on_a_killed_replica_come_back_with_the_same_view(served):
     assert not report["stayed_reconnected"]
     assert not any(report["problems"].values()), report["problems"]
     for i, done in report["switched"].items():  # on the new replica, the same view one head on
-        assert report["new_replica"][i] == survivor, (i, report["new_replica"][i])
+        # the survivor, or the killed one's address once serve has restarted it there (a new
+        # process: the session starts from nothing all the same). Seen once on a slow run:
+        # recovery took 6.7-8.1 s and session 0's last health check was answered by the
+        # restarted replica.
+        assert report["new_replica"][i] in pids, (i, report["new_replica"][i])
         if done["rebuilt"] is not None:  # a first click that ran the page: the same view
             assert done["rebuilt"] == report["before"][i], (i, done["rebuilt"])
         assert not done["problems"], (i, done["problems"])
