@@ -56,18 +56,20 @@ def reported(what: str, also=None):
     the cause of a VizError raised from another exception (``raise ... from err``).
     ``also``: a second place for the message (the main area, for a failure in the sidebar,
     which a reader may have folded away or scrolled past)."""
+    places = (st,) if also is None else (st, also)
     try:
         yield
     except vc.VizError as err:
         if err.__cause__ is not None:  # a failure told in short (e.g. loading): log its cause
             log.warning("%s failed: %s", what, err, exc_info=err)
-        for place in (st, *([also] if also is not None else [])):
-            place.error(literal(translated(err)), icon="⚠️")
-        stop()
+        message = literal(translated(err))
     except Exception as err:  # noqa: BLE001 - the user sees a message, the log the details
         log.exception("%s failed", what)
-        for place in (st, *([also] if also is not None else [])):
-            place.error(_("Something went wrong while {what} ({error}). Try another input or "
-                          "model; the rest of the app keeps working.").format(
-                              what=literal(what), error=type(err).__name__), icon="⚠️")
-        stop()
+        message = _("Something went wrong while {what} ({error}). Try another input or model; "
+                    "the rest of the app keeps working.").format(what=literal(what),
+                                                                 error=type(err).__name__)
+    else:
+        return
+    for place in places:
+        place.error(message, icon="⚠️")
+    stop()
