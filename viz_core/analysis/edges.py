@@ -185,7 +185,9 @@ def _norm_vjp_closed(read, parts, grads: dict[int, torch.Tensor]) -> torch.Tenso
         W = W.detach().float()  # (n, e, d)
         gs = grads[id(z)].float() / s[:, None]  # (B, n, T, e)
         G = gs.sum(0)  # (n, T, e)
-        torch.bmm(G, W if gain is None else W * gain, out=o)  # gain * W^T G
+        torch.bmm(G, W, out=o)  # W^T G (W as the model's weight lays it out, no copy)
+        if gain is not None:
+            o.mul_(gain)  # gain * W^T G
         p = y.detach().float()  # W (gain * x^) = y - bias - W (norm bias)
         if bias is not None:
             p = p - bias.detach().float()[None, :, None]
