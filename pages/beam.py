@@ -58,9 +58,9 @@ best, g = tree.hypotheses[0], greedy.hypotheses[0]
 c1, c2 = st.columns(2)
 c1.markdown(_("**Beam {beam_size} best** (score {score:.3f})").format(
                 beam_size=beam_size, score=best.score))
-c1.code(best.text or "(empty)", language=None)
+c1.code(best.text or _("(empty)"), language=None, wrap_lines=True)
 c2.markdown(_("**Greedy** (score {score:.3f})").format(score=g.score))
-c2.code(g.text or "(empty)", language=None)
+c2.code(g.text or _("(empty)"), language=None, wrap_lines=True)
 if best.token_ids != g.token_ids:
     c2.caption(_("Beam search found a different output than greedy search."))
 
@@ -87,7 +87,7 @@ else:
                     node_id=node_id, step=node.step, token=literal(node.token),
                     logprob=node.logprob, cum_logprob=node.cum_logprob, score=node.score,
                     status=node.status))
-    st.code(path, language=None)
+    st.code(path, language=None, wrap_lines=True)
     if node.attention is None:
         st.info(_("Only kept and finished nodes carry attention (pruned candidates were never "
                 "fed back to the model)."))

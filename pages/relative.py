@@ -125,7 +125,7 @@ with tab_order:
     tokens = base.target_tokens if kind == "decoder.self" else base.source_tokens
     shown = shuffled.target_tokens if kind == "decoder.self" else shuffled.source_tokens
     st.caption(_("Shuffled input (tokens, shown literally):"))
-    st.code(" ".join(shown), language=None)
+    st.code(" ".join(shown), language=None, wrap_lines=True)
     if off_note:
         st.info(off_note)
     elif kind == "decoder.self":

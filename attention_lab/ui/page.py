@@ -48,7 +48,7 @@ def show_trace_messages(trace) -> None:
         words = ", ".join(repr(w) for w in trace.unknown_words[:30])
         more = "" if len(trace.unknown_words) <= 30 else f" and {len(trace.unknown_words) - 30} more"
         st.caption(_("Not in the model's vocabulary (shown as <unk>):"))
-        st.code(words + more, language=None)
+        st.code(words + more, language=None, wrap_lines=True)
     state.show_notices()
 
 
@@ -56,4 +56,4 @@ def show_output(trace) -> None:
     """The model's own output text (for generating models), shown literally."""
     if trace.output_text:
         st.markdown(_("**Model output**"))
-        st.code(trace.output_text, language=None)
+        st.code(trace.output_text, language=None, wrap_lines=True)

@@ -310,3 +310,18 @@ def test_the_app_stops_through_state_stop():
             and n.func.attr == "stop" and isinstance(n.func.value, ast.Name)
             and n.func.value.id == "st"]
     assert bare == []
+
+
+def test_shown_text_wraps():
+    """st.code is how the app shows user and model text literally (never as markup): a long
+    line must wrap in its box, not hide past its right edge behind a scroll bar (a beam
+    search output, the unknown words of a long input)."""
+    files = [ROOT / "app.py", *(ROOT / "pages").glob("*.py"),
+             *(ROOT / "attention_lab" / "ui").rglob("*.py")]
+    unwrapped = [f"{p.relative_to(ROOT)}:{n.lineno}" for p in files
+                 for n in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                 and n.func.attr == "code"
+                 and not any(k.arg == "wrap_lines" and isinstance(k.value, ast.Constant)
+                             and k.value.value is True for k in n.keywords)]
+    assert unwrapped == []
