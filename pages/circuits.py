@@ -54,10 +54,12 @@ clean = url_text_box(_("Clean text"), "circ_clean", _("The input whose answer th
 corrupted = url_text_box(_("Corrupted text"), "circ_corrupt", _("The same number of tokens with "
                          "something changed (faithfulness 0)."), limit=state.MAX_TEXT_CHARS,
                          area=True, container=p2, default=suggestion[0] if suggestion else "")
-method = url_select(_("Method"), "circ_method", METHODS, "eap", widget="radio", horizontal=True,
-                    format_func=lambda m: _(METHOD_LABELS[m]),
-                    help=_("EAP: one backward pass. EAP-IG: five, closer to exact where the "
-                         "model is far from linear. Exact: one patched run per edge."))
+method = url_select(_("Method"), "circ_method", METHODS, "eap-ig", widget="radio",
+                    horizontal=True, format_func=lambda m: _(METHOD_LABELS[m]),
+                    help=_("EAP-IG (the default): five backward passes, close to exact where "
+                         "the model is far from linear, as a saturated attention head is. "
+                         "EAP: one, faster on a big model, and blind to what such a head "
+                         "reads. Exact: one patched run per edge."))
 state.show_notices()
 refused = refusal(sel)
 if refused:

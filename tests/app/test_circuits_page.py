@@ -38,10 +38,13 @@ def reference():
 
 
 def test_induction_circuit_and_url_state(reference):
+    # EAP-IG is the page's default: on this pair its top 5 differ from EAP's (which has
+    # the previous-token head -> induction head k edge in them, EAP-IG the embed -> L0 h0 v)
     at = open_app("circuits", model="induction", circ_clean=CLEAN, circ_corrupt=CORRUPTED,
-                  circ_method="eap-ig", circ_top=5)
+                  circ_top=5)
     no_errors(at)
     assert at.title[0].value == "Circuits"
+    assert at.radio(key="circ_method").value == "eap-ig" and "circ_method" not in at.query_params
     graph, curve = _figures(at)
     want = reference.circuit(top=5)
     drawn = _drawn(graph)
