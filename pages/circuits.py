@@ -27,7 +27,7 @@ from attention_lab.ui.contributions import (
     suggested_corruption,
 )
 from attention_lab.ui.controls import url_select, url_text_box
-from attention_lab.ui.errors import literal
+from attention_lab.ui.errors import literal, translated
 from attention_lab.ui.page import selection
 from attention_lab.ui.runs import run_analysis
 from viz_core.figures.circuit import circuit_figure, faithfulness_figure
@@ -81,7 +81,7 @@ with attempt(_("finding the circuit")):
         edges = result.edges
         st.caption(_("Metric: {metric} (clean {clean:.3f}, corrupted {corrupted:.3f}); "
                      "{n_edges:,} edges.").format(
-                       metric=literal(result.metric), clean=result.clean,
+                       metric=literal(translated(result.metric)), clean=result.clean,
                        corrupted=result.corrupted, n_edges=len(edges)))
         top = kept_slider(len(edges))
         kept = result.circuit(top=top)
@@ -103,7 +103,8 @@ with attempt(_("finding the circuit")):
             chart(faithfulness_figure(counts, curve, kept=top, kept_value=here),
                   key=f"circuit_faith_{method}", name="circuit-faithfulness")
             st.caption(_("Keeping the top {top} edges (every other edge carries its corrupted "
-                         "value): faithfulness {here:.3f}.").format(top=top, here=here))
+                         "value): faithfulness {here:.3f}.").format(
+                           top=top, here=round(here, 3) + 0.0))  # + 0.0: no "-0.000"
         heads = [n for n in dict.fromkeys([*kept["sender"], *kept["receiver"]]) if head_of(n)]
         head_picker(heads)
         table(kept.round(4), hide_index=True, height=280, width="stretch",

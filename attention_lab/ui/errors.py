@@ -9,7 +9,7 @@ from contextlib import contextmanager
 import streamlit as st
 
 import viz_core as vc
-from viz_core.i18n import _
+from viz_core.i18n import Message, _
 
 from .address import stop
 
@@ -38,6 +38,9 @@ def translated(err) -> str:
     for key in WORDS:  # a word filled into the message ("the target", "the encoder")
         if isinstance(values.get(key), str):
             values[key] = _(values[key])
+    for key, value in values.items():  # a message filled into one (a metric's name)
+        if isinstance(value, Message):
+            values[key] = translated(value)
     msgid = getattr(err, "msgid", None) or str(err)
     text = _(msgid)
     if values:

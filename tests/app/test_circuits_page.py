@@ -87,6 +87,18 @@ def test_a_picked_head_opens_on_which_heads_matter():
     assert at.session_state["circ_corrupt"] == CORRUPTED
 
 
+def test_the_metric_is_named_in_the_readers_language(reference):
+    """The metric's name is data in English (the result, its CSV) and words on the page: in
+    简体中文 it reads in Chinese, the token as it is."""
+    assert str(reference.metric) == "logit 'king' at 9"
+    at = open_app("circuits", model="induction", circ_clean=CLEAN, circ_corrupt=CORRUPTED,
+                  lang="zh")
+    no_errors(at)
+    captions = [c.value.replace("\\", "") for c in at.caption]  # literal()'s escapes
+    assert any("位置 9 处的 logit 'king'" in c for c in captions), captions
+    assert not any("at 9" in c for c in captions)
+
+
 @pytest.mark.parametrize("method", ["eap", "eap-ig", "exact"])
 def test_tiny_gpt2_every_method(method, tiny_models):
     at = open_app("circuits", model=str(tiny_models.path("gpt2", seed=1)),

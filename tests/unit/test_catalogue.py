@@ -250,3 +250,22 @@ def test_table_headers_are_shown_in_the_sessions_language():
     assert seen["column_config"] == {"layer": "L", "entropy": entropy} and entropy == "熵"
     assert list(seen["data"].columns) == ["layer", "entropy", "mystery"]
     assert seen["hide_index"] is True
+
+
+def test_a_message_inside_a_message_is_translated_too():
+    """A patching result's metric name is an i18n.Message (English as data), and so is the
+    warning that names it: both read in the session's language where shown."""
+    from attention_lab.ui.errors import translated
+    from viz_core.analysis.patching import METRIC_LOGIT, SMALL_GAP_WARNING
+
+    name = i18n.Message(METRIC_LOGIT, token="'king'", position=9)
+    warning = i18n.Message(SMALL_GAP_WARNING, name=name, clean=1.0, corrupted=0.99)
+    assert str(name) == "logit 'king' at 9" and "logit 'king' at 9" in warning
+    i18n.set_language("zh")
+    try:
+        assert translated(name) == "位置 9 处的 logit 'king'"
+        shown = translated(warning)
+        assert "位置 9 处的 logit 'king'" in shown and "at 9" not in shown
+    finally:
+        i18n.set_language("en")
+    assert translated(warning) == str(warning)

@@ -208,10 +208,16 @@ def units(subject: PatchSubject, over: Over) -> tuple[list[Unit], list[str], lis
 # ---- the metric ----------------------------------------------------------------------------
 @dataclass
 class Metric:
-    name: str
+    name: str  # an i18n.Message: English as data (CSV, atlas), translated where shown
     token: str
     against: str | None
     fn: Callable[[torch.Tensor], torch.Tensor]  # readout (n, ...) -> (n,)
+
+
+# The metric's name, in the results (English) and on the pages (translated)
+METRIC_LOGIT = N_("logit {token} at {position}")
+METRIC_DIFF = N_("logit diff {token} - {against} at {position}")
+METRIC_COSINE = N_("cosine similarity of the pooled sentence embedding to the clean run's")
 
 
 def make_metric(subject: PatchSubject, clean_readout: torch.Tensor, token, against) -> Metric:
@@ -226,8 +232,7 @@ def make_metric(subject: PatchSubject, clean_readout: torch.Tensor, token, again
 
         def cosine(x):
             return torch.nn.functional.cosine_similarity(x.float(), ref[None], dim=-1)
-        return Metric("cosine similarity of the pooled sentence embedding to the clean run's",
-                      "", None, cosine)
+        return Metric(Message(METRIC_COSINE), "", None, cosine)
     if token is None or (isinstance(token, str) and not token.strip()):
         tok = int(clean_readout[0].argmax())
     else:
@@ -241,7 +246,7 @@ def make_metric(subject: PatchSubject, clean_readout: torch.Tensor, token, again
     t_label = subject.token_label(tok)
     pos = subject.position
     if alt is None:
-        name = f"logit {t_label!r} at {pos}"
+        name = Message(METRIC_LOGIT, token=repr(t_label), position=pos)
 
         def logit(x):
             return x[:, tok].float()
@@ -250,7 +255,8 @@ def make_metric(subject: PatchSubject, clean_readout: torch.Tensor, token, again
 
     def diff(x):
         return x[:, tok].float() - x[:, alt].float()
-    return Metric(f"logit diff {t_label!r} - {a_label!r} at {pos}", t_label, a_label, diff)
+    return Metric(Message(METRIC_DIFF, token=repr(t_label), against=repr(a_label), position=pos),
+                  t_label, a_label, diff)
 
 
 # ---- activation patching -------------------------------------------------------------------

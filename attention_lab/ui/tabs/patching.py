@@ -28,7 +28,7 @@ from ..contributions import (
     suggested_corruption,
 )
 from ..controls import url_select, url_text_box
-from ..errors import literal
+from ..errors import literal, translated
 from ..lang import fragment
 from ..runs import AnalysisRequest, run_analysis
 from .explain import Explained
@@ -103,7 +103,7 @@ def patching_tab(sel, explained: Explained) -> None:
             over=_(OVER_LABELS[over])))
         st.markdown(_("Metric: **{metric}**: clean {clean:.4f}, corrupted {corrupted:.4f}. "
                       "Effect 1 = the patched unit alone restores the clean value; 0 = no change.").format(
-                        metric=literal(real.metric), clean=real.clean, corrupted=real.corrupted))
+                        metric=literal(translated(real.metric)), clean=real.clean, corrupted=real.corrupted))
         show_result_warnings(real)
         if over == "layers":
             chart(layer_effect_bars(real.effect, real.rows,
