@@ -48,9 +48,9 @@ def readable(key: str, value, nested: bool = False) -> str:
 
 
 def _depth(info: dict) -> dict:
-    """info() with its layer counts as one stack has them: backends differ for one-stack
-    models (a native decoder-only model says layers 0, decoder_layers N; a Hugging Face
-    one says N and N), so encoder-only and decoder-only models get one "Layers" row."""
+    """info() with its layer counts as one stack has them (info() gives a decoder-only model
+    layers N and decoder_layers N, an encoder-only one N and 0): encoder-only and
+    decoder-only models get one "Layers" row."""
     kind = info.get("kind")
     if kind not in ("encoder-only", "decoder-only") or "layers" not in info:
         return info

@@ -102,3 +102,21 @@ def test_model_card_rows_are_readable():
                                    ("Parameters", "22.7 M")]
     assert model_metrics({"kind": "encoder-decoder", "layers": 2, "decoder_layers": 2,
                           "parameters": 908381})[0] == ("Layers", "2 + 2")
+
+
+def test_backends_count_layers_alike(tiny):
+    """info()'s layers: the encoder's, or the one stack's; decoder_layers: the decoder's. The
+    native backend once gave a decoder-only model 0 and N where the HF backend gave N and N.
+    Checked against the blocks a trace captures, per stack."""
+    import viz_core as vc
+
+    for name in ("lm", "en-fr", tiny["gpt2"], tiny["bart"], tiny["roberta"]):
+        model = vc.load(name, device="cpu")
+        info = model.info()
+        blocks = model.trace("the cat sat", max_new=0).blocks
+        count = {s: len({b.split(".")[1] for b in blocks if b.startswith(f"{s}.")})
+                 for s in ("encoder", "decoder")}
+        one_stack = count["encoder"] or count["decoder"]
+        assert info["layers"] == (count["encoder"] if info["kind"] == "encoder-decoder"
+                                  else one_stack), name
+        assert info["decoder_layers"] == count["decoder"], name

@@ -122,8 +122,10 @@ class NativeModel(Backend):
         return native_parts.token_strings(self, ids)
 
     def info(self) -> dict:
-        return {**super().info(), "layers": self.cfg.n_layers, "decoder_layers":
-                self.cfg.n_decoder_layers, "heads": self.cfg.n_heads,
+        # layers: the encoder's, or the one stack's (a decoder-only model's, as the HF backend
+        # counts them); decoder_layers: the decoder's
+        return {**super().info(), "layers": self.cfg.n_layers or self.cfg.n_decoder_layers,
+                "decoder_layers": self.cfg.n_decoder_layers, "heads": self.cfg.n_heads,
                 "kv_heads": self.cfg.kv_heads, "d_model": self.cfg.d_model,
                 "d_ff": self.cfg.d_ff, "norm_placement": self.norm_placement,
                 "parameters": self._n_params, "positional": self.cfg.positional,
