@@ -73,6 +73,9 @@ def test_one_click_target_per_cell_with_its_query_and_key():
     # ... on hidden twin axes whose categories and ranges are the heatmap's (there %{x}
     # prints the label "3·cat"; on x / y, whose ticks show bare tokens, it would print "cat")
     assert (shown.xaxis, shown.yaxis) == ("x2", "y2")
+    blocked = _overlay(fig)[BLOCKED_CELLS]  # whole labels both sides: "0·a → 2·c: blocked"
+    assert (blocked.xaxis, blocked.yaxis) == ("x2", "y2")
+    assert blocked.hovertemplate == "%{y} → %{x}: blocked<extra></extra>"
     x2, y2 = fig.layout.xaxis2, fig.layout.yaxis2
     assert (x2.overlaying, y2.overlaying, x2.visible, y2.visible) == ("x", "y", False, False)
     assert list(x2.categoryarray) == list(hm.x) and list(y2.categoryarray) == list(hm.y)

@@ -10,8 +10,8 @@ and columns are single token positions (labels "12·cat"), two scatter traces:
   from the labels, so a zoom window's offsets are included); its hover reads as the
   heatmap's, word for word ("12·cat → 3·the: 0.4210", tag "weight"), on the same #444 label.
   It lies on hidden twin axes x2 / y2 (see _twin_axes), where %{x} prints the label;
-- "cells: blocked": one marker per blocked (NaN) cell, hover "cat → the: blocked" as the ✕
-  marks'.
+- "cells: blocked": one marker per blocked (NaN) cell, hover "3·the → 12·cat: blocked", on
+  the same twin axes.
 
 The markers are fully transparent and the axes keep the heatmap's own range: the figure
 looks exactly as before (same pixels). ``hoverdistance=-1`` makes the nearest marker (the
@@ -139,8 +139,9 @@ def clickable_cells(fig: go.Figure, max_cells: int = MAX_CLICK_CELLS,
             showscale=False),
             hovertemplate=f"%{{y}} → %{{x}}: %{{marker.color{fmt}}}"
                           + (extra.group(0) if extra else "<extra></extra>")))
-    if not shown.all():  # on the heatmap's own axes: the ✕ marks' hover, word for word
-        traces.append(targets(~shown, ("x", "y"), name=BLOCKED_CELLS, marker=dict(
+    if not shown.all():  # on the twin axes too: "14·the → 23·cat: blocked" (on x / y a
+        # label with tick text would print bare, the other whole: "the → 23·cat")
+        traces.append(targets(~shown, ("x2", "y2"), name=BLOCKED_CELLS, marker=dict(
             size=6, opacity=0, color=_LABEL),
             hovertemplate="%{y} → %{x}: " + _("blocked") + "<extra></extra>"))
     for t in traces:  # transparent whether selected or not (a click selects a marker)
