@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from tests.support.apptest import no_errors, open_app
+from tests.support.apptest import no_errors, open_app, z_of
 from tests.support.hostile_inputs import CORPUS, sendable
 from viz_core.loading.shipped import CHECKPOINTS
 
@@ -180,3 +180,25 @@ def test_the_default_position_explains_the_last_word(model, text, word):
         assert at.session_state["corrupt"] == "两只黑色的狗"
         assert not [w for w in at.warning if "barely moves" in w.value]
         assert any(word in m.value for m in at.markdown if "Metric" in m.value)
+
+
+@pytest.mark.parametrize("model, text", [("lm", "the cat saw the dog"),
+                                         ("zh-en", "两只黑色的猫")])
+def test_patching_layers_of_one_stack_says_why_every_layer_is_one(model, text):
+    """Patching the whole stream entering a layer restores a one-stack model's clean run
+    whole (effect 1 at every layer, by construction), and the tab says so; an
+    encoder-decoder's decoder layers still read the corrupted encoder, so its bars vary and
+    there is no such note."""
+    import json
+
+    at = open_app("heads_matter", model=model, text=text, tab="patching", over="layers")
+    no_errors(at)
+    bars = [t for c in at.get("plotly_chart") for t in json.loads(c.proto.spec)["data"]
+            if t.get("type") == "bar"]
+    effects = [float(v) for t in bars
+               for v in z_of(t, "x" if t.get("orientation") == "h" else "y")]
+    note = any("by construction" in c.value for c in at.caption)
+    if model == "lm":
+        assert effects and all(abs(e - 1) < 1e-5 for e in effects) and note, effects
+    else:
+        assert effects and not all(abs(e - 1) < 1e-5 for e in effects) and not note, effects

@@ -57,11 +57,13 @@ def assert_answered(at: AppTest, page: str, model: str, category: str, text: str
     assert at.title or at.error or at.warning or at.info, where
 
 
-def z_of(trace: dict) -> np.ndarray:
-    """A plotly heatmap's z, whether a list or a typed array."""
-    z = trace["z"]
+def z_of(trace: dict, key: str = "z") -> np.ndarray:
+    """A plotly heatmap's z (or a trace's ``key``: a bar's x), whether a list or a typed
+    array."""
+    z = trace[key]
     if isinstance(z, dict):
-        dtype = {"u1": np.uint8, "f4": np.float32, "f8": np.float64, "i1": np.int8}[z["dtype"]]
+        dtype = {"u1": np.uint8, "f4": np.float32, "f8": np.float64, "i1": np.int8,
+                 "i4": np.int32}[z["dtype"]]
         a = np.frombuffer(base64.b64decode(z["bdata"]), dtype=dtype)
         if "shape" in z:  # plotly writes "11, 11"
             a = a.reshape([int(x) for x in str(z["shape"]).split(",")])

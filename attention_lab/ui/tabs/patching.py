@@ -109,6 +109,12 @@ def patching_tab(sel, explained: Explained) -> None:
             chart(layer_effect_bars(real.effect, real.rows,
                                     _("Patching the stream entering each layer")),
                   key="hm_patch", name="patching-layers")
+            if sel.model.architecture != "encoder-decoder":
+                st.caption(_("One stack: the stream entering a layer, at every position, is "
+                             "all that layer and the ones after it read, so patching it "
+                             "restores the clean run whole, and every layer gives 1 by "
+                             "construction. Patch heads or positions to see where the "
+                             "difference travels."))
         else:
             _beside_attribution_patching(real, replace(request, name="attribution_patch"), over)
         d1, d2 = st.columns(2)
