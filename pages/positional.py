@@ -74,7 +74,7 @@ with tab_model:
             default_dims = [0, 1, 4, 5]
         dims = st.multiselect(_("Dimensions"), list(range(d)),
                               default=sorted({min(x, d - 1) for x in default_dims}),
-                              key="pe_model_dims")
+                              key="pe_model_dims", placeholder=_("Choose"))
         if dims:
             chart(positional_curves(table, dims, sinusoidal=trace.positional_kind ==
                                     "sinusoidal", start=lo, marks=tokens),
@@ -98,7 +98,8 @@ with tab_formula:
     state.show_notices()
     table = sinusoidal_table(length, d_model)
     dims = st.multiselect(_("Dimensions"), list(range(d_model)),
-                          default=[i for i in (0, 1, 4, 5, 10) if i < d_model], key="pe_dims")
+                          default=[i for i in (0, 1, 4, 5, 10) if i < d_model], key="pe_dims",
+                          placeholder=_("Choose"))
     if dims:
         chart(positional_curves(table, dims, sinusoidal=True), key="pe_curves",
               name="sinusoid-curves")

@@ -32,7 +32,7 @@ def head_tabs(trace, figure, kind: str, block, head: int) -> None:
                                         key="attn_tab", on_change="rerun")
     with tab_hv:
         heads = st.multiselect(_("Heads"), list(range(block.n_heads)), default=[head],
-                               key="hv_heads",
+                               key="hv_heads", placeholder=_("Choose"),
                                help=_("Lines join each query (left) to the keys (right) it "
                                     "attends to; opacity is the weight. Long inputs keep the "
                                     "strongest."))

@@ -57,6 +57,7 @@ def show_rope(specs) -> None:
     n_pos = url_number(_("Positions"), "rope_len", min(128, longest), 2, min(longest, 4096),
                        container=c1)
     pairs = c2.multiselect(_("Pairs"), list(range(spec.pairs)), key="rope_pairs",
+                           placeholder=_("Choose"),
                            default=sorted({0, 1, spec.pairs // 4, spec.pairs - 1}))
     freqs = spec.frequencies
     if pairs:

@@ -325,3 +325,22 @@ def test_shown_text_wraps():
                  and not any(k.arg == "wrap_lines" and isinstance(k.value, ast.Constant)
                              and k.value.value is True for k in n.keywords)]
     assert unwrapped == []
+
+
+def test_empty_pickers_say_choose_in_the_readers_language():
+    """An emptied st.multiselect (or a selectbox with index=None) shows its placeholder, which
+    is Streamlit's English "Choose options" unless the app gives one (translated)."""
+    files = [ROOT / "app.py", *(ROOT / "pages").glob("*.py"),
+             *(ROOT / "attention_lab" / "ui").rglob("*.py")]
+    bare = []
+    for p in files:
+        for n in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
+                continue
+            keys = {k.arg: k.value for k in n.keywords}
+            empty_select = n.func.attr == "selectbox" and isinstance(keys.get("index"),
+                                                                     ast.Constant) \
+                and keys["index"].value is None
+            if (n.func.attr == "multiselect" or empty_select) and "placeholder" not in keys:
+                bare.append(f"{p.relative_to(ROOT)}:{n.lineno}")
+    assert bare == []
