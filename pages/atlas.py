@@ -90,6 +90,10 @@ st.write(_("**{get}** on `{get2}` · {get3:,} examples + {get4:,} probe · {get5
              get=info.get('model'), get2=info.get('data'), get3=info.get('examples', 0),
              get4=info.get('probe_examples', 0), get5=info.get('token_cut', 0), cut=cut,
              get6=info.get('failed', 0)))
+if info.get("input", {}).get("probes_left_out"):
+    st.info(_("The probe set was left out: too few words are one token on each of this model's "
+              "stacks (a translator reads the probe on both sides, in two vocabularies), so "
+              "its induction roles come from your examples."))
 if not info.get("complete"):
     st.warning(_("Partial atlas: {get} of {get2} shards finished. Continue it with `--resume`.").format(
                    get=info.get('shards_done'), get2=info.get('shards')), icon="⏸️")

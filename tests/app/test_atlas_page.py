@@ -11,6 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from viz_core.atlas import AtlasConfig, run_atlas
+from viz_core.atlas.inputs import AtlasInputError
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 TIMEOUT = 90
@@ -105,6 +106,27 @@ def test_encoder_decoder_atlas_has_a_map_per_block_kind_and_links_carry_the_targ
         q = {k: v[0] for k, v in parse_qs(urlsplit(link).query).items()}
         assert q["kind"] == "decoder.cross" and q["model"] == "dates"
         assert q["target"] == greedy[q["text"]]  # what the Attention page shows by itself
+
+
+def test_a_translator_runs_on_its_examples_without_the_probe_set(monkeypatch, tmp_path):
+    """en-fr reads English and writes French: only 'a' and 'long' are one token on both
+    sides, too few for the probe set (fed to both stacks). A run on typed lines leaves the
+    probes out and says so, instead of failing; the probe set alone fails in one line."""
+    at = open_page(monkeypatch, tmp_path, model="en-fr")
+    at.text_area(key="atlas_lines").input("the red car\nthe small cat sees the dog")
+    at.selectbox(key="atlas_engine").set_value("local")
+    at.button(key="atlas_run").click().run()  # the default 32 probe examples asked for
+    no_errors(at)
+    (run,) = list((tmp_path / "home").iterdir())
+    info = json.loads((run / "atlas.json").read_text())
+    assert info["complete"] and info["examples"] == 2 and info["probe_examples"] == 0
+    assert info["input"]["probes_left_out"] == 32 and info["induction_from"] == "data"
+    assert any("probe set was left out" in i.value for i in at.info)
+    assert at.get("plotly_chart")
+    with pytest.raises(AtlasInputError) as err:
+        run_atlas(AtlasConfig(model="en-fr", data="probe", out=str(tmp_path / "p"),
+                              engine="local", threads=1))
+    assert "found 2" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_run_the_atlas_defaults_to_auto_and_typed_lines_run_in_process(monkeypatch, tmp_path):

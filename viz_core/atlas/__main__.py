@@ -127,6 +127,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m viz_core.atlas") 
           f"{f'{rate:.1f} examples/s' if rate else 'nothing new to run'}; "
           f"cut: {info['input'].get('chars_cut', 0)} over the character limit, "
           f"{info['token_cut']} over the model's length; failed: {info['failed']}")
+    if info["input"].get("probes_left_out"):
+        print("atlas: the probe set was left out: too few words are one token on each of the "
+              "model's stacks; the induction roles come from your examples")
     return 0
 
 

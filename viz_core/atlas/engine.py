@@ -26,7 +26,7 @@ from viz_core.i18n import N_
 
 from ..errors import VizError
 from ..model.choices import AtlasEngine, AtlasTask, EdgeMethod, choose, options
-from .inputs import PROBE, AtlasError, InputStats, probe_texts, read_examples
+from .inputs import PROBE, AtlasError, AtlasInputError, InputStats, probe_texts, read_examples
 from .layout import MANIFEST, PROGRESS, input_path, read_json, shard_done, write_atomic, write_json
 from .worker import AtlasWorker
 
@@ -148,7 +148,15 @@ def prepare(cfg: AtlasConfig, out: Path, model_for_probes: Callable[[], object])
 
             first = pq.read_table(input_path(out, 0)).column("text").to_pylist()
             data_words = [w for t in first[:64] for w in t.split()][:400]
-        for text in probe_texts(model_for_probes(), n_probe, cfg.seed, data_words):
+        try:
+            probes = probe_texts(model_for_probes(), n_probe, cfg.seed, data_words)
+        except AtlasInputError:
+            if cfg.data == PROBE:  # nothing else to run on
+                raise
+            # too few words are one token on each stack (a translator's two vocabularies):
+            # the data's own examples carry the induction roles, and the run says so
+            probes, stats.probes_left_out = [], n_probe
+        for text in probes:
             ids.append(next_id)
             texts.append(text)
             next_id += 1

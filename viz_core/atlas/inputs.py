@@ -38,6 +38,7 @@ class InputStats:
     blank: int = 0  # empty lines / null or empty text cells, skipped
     chars_cut: int = 0  # examples longer than MAX_CHARS, cut to it
     probes: int = 0
+    probes_left_out: int = 0  # probe examples asked for and left out: no probe vocabulary
 
 
 def _sniff_binary(path: Path) -> None:
@@ -201,8 +202,10 @@ def probe_vocabulary(model, extra: list[str] = ()) -> tuple[list[str], str]:
             if toks and all(len(t) == 1 for t in toks.values()):
                 pool.append(w)
     if len(pool) < 4:
-        raise AtlasInputError(N_("The probe set needs at least 4 single-token words the model "
-                                "knows; found {n_pool}: {pool}."), n_pool=len(pool), pool=pool)
+        raise AtlasInputError(N_("The probe set needs at least 4 words that the model reads as "
+                                "one known token on each of its stacks (an encoder-decoder on "
+                                "both sides); found {n_pool}: {pool}. Give your own examples "
+                                "(--data FILE)."), n_pool=len(pool), pool=pool)
     joiner = "" if all(len(w) == 1 for w in pool) else " "
     if joiner == " ":
         pool = [w for w in pool if len(w) > 1 or w.isalpha()]
