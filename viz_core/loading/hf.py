@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 from urllib.parse import urlparse
 
-from viz_core.i18n import N_
+from viz_core.i18n import N_, Message
 
 from ..backends.families import family_for
 from ..backends.hf import HFModel
@@ -125,15 +125,19 @@ def load_hf(name: str, device="auto", dtype="auto", *, shown: str | None = None,
         if local:
             raise ModelLoadError(N_("Cannot read a Hugging Face config in {name!r}: {short}"),
                                     name=name, short=_short(err)) from err
+        # "user/model" may have been meant as a folder: say that there is none here either
+        also = "" if "/" not in name else Message(
+            N_(" There is no folder {name!r} here either."), name=name)
         if cache_only:
             raise ModelLoadError(
                 N_("Cannot load Hub id {name!r}: it is not cached here and the Hugging Face Hub "
                    "cannot be reached from this machine (offline or HF_HUB_OFFLINE set). Check "
-                   "the spelling, or download it once where the Hub is reachable."), name=name
-            ) from err
+                   "the spelling, or download it once where the Hub is reachable.{also}"),
+                name=name, also=also) from err
         raise ModelLoadError(
             N_("Cannot load Hub id {name!r}: it is not cached here and the Hugging Face Hub could "
-              "not provide it (offline, misspelt or private). Details: {short}"), name=name, short=_short(err)
+              "not provide it (offline, misspelt or private).{also} Details: {short}"), name=name,
+            also=also, short=_short(err)
         ) from err
     adapter = family_for(getattr(config, "model_type", None), name)
     family = adapter.model_type
