@@ -269,6 +269,21 @@ def test_the_check_finds_a_private_reach(tmp_path):
     ]
 
 
+def ui_nodes():
+    """(where, node) for every AST node of the app's UI code: app.py, pages/, attention_lab/ui
+    (where: "path:line" from the repository root)."""
+    for p in [ROOT / "app.py", *(ROOT / "pages").glob("*.py"),
+              *(ROOT / "attention_lab" / "ui").rglob("*.py")]:
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            yield f"{p.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}", node
+
+
+def method_call(node, attr: str | None = None) -> bool:
+    """Whether ``node`` calls a method (``x.attr(...)``; any method when attr is None)."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+        (attr is None or node.func.attr == attr)
+
+
 def test_no_spinner_outlives_a_stopped_run():
     """ui.errors.reported stops the run after its message, and a stopped run sends nothing
     more: a spinner entered before it (``with st.spinner(...), reported(...)`` or a
@@ -278,23 +293,20 @@ def test_no_spinner_outlives_a_stopped_run():
         f = call.func
         return f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
 
-    files = [ROOT / "app.py", *(ROOT / "pages").glob("*.py"),
-             *(ROOT / "attention_lab" / "ui").rglob("*.py")]
     found = []
-    for p in files:
-        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
-            if not isinstance(node, ast.With):
-                continue
-            calls = [i.context_expr for i in node.items if isinstance(i.context_expr, ast.Call)]
-            names = [name(c) for c in calls]
-            spins = [i for i, n in enumerate(names) if n in ("spinner", "model_spinner")]
-            if not spins:
-                continue
-            inner = [name(c) for stmt in node.body for w in ast.walk(stmt)
-                     if isinstance(w, ast.With) for c in (i.context_expr for i in w.items)
-                     if isinstance(c, ast.Call)]
-            if "reported" in names[spins[0]:] or "reported" in inner:
-                found.append(f"{p.relative_to(ROOT)}:{node.lineno}")
+    for where, node in ui_nodes():
+        if not isinstance(node, ast.With):
+            continue
+        calls = [i.context_expr for i in node.items if isinstance(i.context_expr, ast.Call)]
+        names = [name(c) for c in calls]
+        spins = [i for i, n in enumerate(names) if n in ("spinner", "model_spinner")]
+        if not spins:
+            continue
+        inner = [name(c) for stmt in node.body for w in ast.walk(stmt)
+                 if isinstance(w, ast.With) for c in (i.context_expr for i in w.items)
+                 if isinstance(c, ast.Call)]
+        if "reported" in names[spins[0]:] or "reported" in inner:
+            found.append(where)
     assert found == []
 
 
@@ -302,12 +314,8 @@ def test_the_app_stops_through_state_stop():
     """A run's address changes are sent at its end (ui/address.send_url), and a stopped run
     sends nothing more: so the app stops with state.stop (address.stop), which sends them
     first; a bare st.stop() would lose the settings its run chose (their address keys)."""
-    files = [ROOT / "app.py", *(ROOT / "pages").glob("*.py"),
-             *(ROOT / "attention_lab" / "ui").rglob("*.py")]
-    bare = [f"{p.relative_to(ROOT)}:{n.lineno}" for p in files if p.name != "address.py"
-            for n in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-            and n.func.attr == "stop" and isinstance(n.func.value, ast.Name)
+    bare = [where for where, n in ui_nodes() if not where.startswith("attention_lab/ui/address.py")
+            and method_call(n, "stop") and isinstance(n.func.value, ast.Name)
             and n.func.value.id == "st"]
     assert bare == []
 
@@ -316,12 +324,7 @@ def test_shown_text_wraps():
     """st.code is how the app shows user and model text literally (never as markup): a long
     line must wrap in its box, not hide past its right edge behind a scroll bar (a beam
     search output, the unknown words of a long input)."""
-    files = [ROOT / "app.py", *(ROOT / "pages").glob("*.py"),
-             *(ROOT / "attention_lab" / "ui").rglob("*.py")]
-    unwrapped = [f"{p.relative_to(ROOT)}:{n.lineno}" for p in files
-                 for n in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
-                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-                 and n.func.attr == "code"
+    unwrapped = [where for where, n in ui_nodes() if method_call(n, "code")
                  and not any(k.arg == "wrap_lines" and isinstance(k.value, ast.Constant)
                              and k.value.value is True for k in n.keywords)]
     assert unwrapped == []
@@ -330,17 +333,14 @@ def test_shown_text_wraps():
 def test_empty_pickers_say_choose_in_the_readers_language():
     """An emptied st.multiselect (or a selectbox with index=None) shows its placeholder, which
     is Streamlit's English "Choose options" unless the app gives one (translated)."""
-    files = [ROOT / "app.py", *(ROOT / "pages").glob("*.py"),
-             *(ROOT / "attention_lab" / "ui").rglob("*.py")]
     bare = []
-    for p in files:
-        for n in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
-            if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
-                continue
-            keys = {k.arg: k.value for k in n.keywords}
-            empty_select = n.func.attr == "selectbox" and isinstance(keys.get("index"),
-                                                                     ast.Constant) \
-                and keys["index"].value is None
-            if (n.func.attr == "multiselect" or empty_select) and "placeholder" not in keys:
-                bare.append(f"{p.relative_to(ROOT)}:{n.lineno}")
+    for where, n in ui_nodes():
+        if not method_call(n):
+            continue
+        keys = {k.arg: k.value for k in n.keywords}
+        empty_select = n.func.attr == "selectbox" and isinstance(keys.get("index"),
+                                                                 ast.Constant) \
+            and keys["index"].value is None
+        if (n.func.attr == "multiselect" or empty_select) and "placeholder" not in keys:
+            bare.append(where)
     assert bare == []
