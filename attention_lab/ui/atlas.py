@@ -13,14 +13,15 @@ from viz_core.atlas import load_patching
 from viz_core.atlas.circuit import EDGE, load_circuit, mean_edges
 from viz_core.atlas.figures import patching_map, patching_pairs_table, patching_ranking
 from viz_core.atlas.launch import launch, new_run_dir
+from viz_core.errors import VizError
 from viz_core.figures.circuit import circuit_figure
 from viz_core.i18n import N_, _, bound, ngettext
 
 from . import state
 from .charts import chart, table
 from .circuits import kept_slider
-from .controls import BLOCK_KIND_LABELS, block_kind_label, url_number, url_select
-from .errors import reported
+from .controls import BLOCK_KIND_LABELS, block_kind_label, file_box, url_number, url_select
+from .errors import reported, translated
 
 MAX_RUN = 5000  # examples a run started from the page may take
 
@@ -40,8 +41,7 @@ def run_small_atlas(sel, home: Path, runs: list[str]) -> None:
             typed = st.text_area(_("One example per line"), "\n".join(sel.model.examples()),
                                  key="atlas_lines", height=120)
         elif source.startswith("A file"):
-            upload = st.file_uploader(_("Data file"), type=["txt", "csv", "tsv", "parquet"],
-                                      key="atlas_upload")
+            upload = file_box(_("Data file"), ["txt", "csv", "tsv", "parquet"], "atlas_upload")
         c1, c2, c3 = st.columns(3)
         limit = c1.number_input(_("At most (1–{MAX_RUN})").format(MAX_RUN=MAX_RUN), 1, MAX_RUN, 500,
                                 key="atlas_limit")
@@ -57,36 +57,52 @@ def run_small_atlas(sel, home: Path, runs: list[str]) -> None:
                   on_click=lambda: st.session_state.update(_atlas_start=True))
         if not st.session_state.pop("_atlas_start", False):
             return
+        if source.startswith("A file") and upload is None:
+            st.error(_("Choose a file first."))
+            state.stop()
         out = new_run_dir(sel.model_name, home)
+        names = {}  # the saved copy's path -> the name the user knows it by
         if source.startswith("Lines"):
             data = out / "data.txt"
             data.write_text(typed or "", encoding="utf-8")
         elif source.startswith("A file"):
-            if upload is None:
-                st.error(_("Choose a file first."))
-                state.stop()
             data = out / f"data{Path(upload.name).suffix.lower()}"
             data.write_bytes(upload.getvalue())
+            names[str(data)] = upload.name
         else:
             data = "probe"
         _follow(launch(sel.model_name, str(data), out, limit=int(limit), engine=engine,
-                       probe=int(probe), device=sel.device), out)
+                       probe=int(probe), device=sel.device), out, names)
 
 
-def _follow(job, out: Path) -> None:
-    """A progress bar until the run ends; then the directory box opens its folder."""
-    bar = st.progress(0.0, text="Starting…")
+def _named(err, names: dict[str, str]):
+    """A run's error with each saved copy's path shown as the file's own name."""
+    if isinstance(err, VizError) and err.values:
+        return VizError(err.msgid, **{k: names.get(str(v), v) for k, v in err.values.items()})
+    text = err if isinstance(err, str) else str(err)
+    for path, name in names.items():
+        text = text.replace(path, name)
+    return text if isinstance(err, str) or text != str(err) else err
+
+
+def _follow(job, out: Path, names: dict[str, str]) -> None:
+    """A progress bar until the run ends; then the directory box opens its folder, or the
+    bar gives way to the run's message."""
+    bar = st.progress(0.0, text=_("Starting…"))
     while not job.finished():
         p = job.progress()
         total = max(int(p.get("total") or 0), 1)
         bar.progress(min(int(p.get("done") or 0) / total, 1.0),
-                     text=f"{p.get('done', 0)}/{p.get('total') or '?'} examples · "
-                          f"{p.get('rate', 0.0):.1f} examples/s")
+                     text=_("{done}/{total} examples · {rate:.1f} examples/s").format(
+                         done=p.get("done", 0), total=p.get("total") or "?",
+                         rate=p.get("rate", 0.0)))
         time.sleep(0.5)
-    if job.error():
-        st.error(job.error(), icon="⚠️")
+    failed = job.error()
+    if failed:
+        bar.empty()
+        st.error(translated(_named(failed, names)), icon="⚠️")
     else:
-        bar.progress(1.0, text="Done.")
+        bar.progress(1.0, text=_("Done."))
         st.session_state.atlas_dir = str(out)
 
 

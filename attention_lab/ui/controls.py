@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from viz_core import i18n
 from viz_core.i18n import N_, _, bound
 
 from . import state
@@ -140,3 +141,36 @@ def lazy_tabs(tabs: dict, key: str = "tab") -> None:
         with tab:
             if tab.open:
                 view()
+
+
+def file_box(label: str, types: list[str], key: str):
+    """st.file_uploader whose own words read in the session's language. Streamlit draws its
+    button ("Upload") and its limit ("200MB per file • TXT, CSV") in English only; in another
+    language a style rule scoped to this box (its .st-key-<key> container) hides them and
+    shows the translation in their place. -> the uploaded file or None."""
+    upload = st.file_uploader(label, type=types, key=key)
+    if i18n.language() != i18n.DEFAULT:
+        limit = _("Up to {mb} MB per file • {types}").format(
+            mb=st.get_option("server.maxUploadSize"), types=", ".join(t.upper() for t in types))
+        st.html(uploader_style(key, _("Upload"), limit))
+    return upload
+
+
+def css_string(text: str) -> str:
+    """`text` as a CSS string literal: quotes, backslashes, angle brackets (it sits in a
+    <style> element) and line ends escaped."""
+    escaped = "".join(c if c.isprintable() and c not in '"\\<>' else f"\\{ord(c):x} " for c in text)
+    return f'"{escaped}"'
+
+
+def uploader_style(key: str, button: str, limit: str) -> str:
+    """The style rule of file_box: the box's button text and limit line replaced by these."""
+    box = f".st-key-{key} [data-testid='stFileUploaderDropzone']"
+    hide = "font-size: 0; line-height: 0"
+    show = "font-size: 0.875rem; line-height: 1.6"
+    return (f"<style>{box} button [data-testid='stMarkdownContainer'] p {{{hide}}}"
+            f"{box} button [data-testid='stMarkdownContainer'] p::after "
+            f"{{content: {css_string(button)}; {show}}}"
+            f"{box} [data-testid='stFileUploaderDropzoneInstructions'] span {{{hide}}}"
+            f"{box} [data-testid='stFileUploaderDropzoneInstructions'] span::after "
+            f"{{content: {css_string(limit)}; {show}}}</style>")

@@ -129,6 +129,31 @@ def test_a_translator_runs_on_its_examples_without_the_probe_set(monkeypatch, tm
     assert "found 2" in str(err.value) and "\n" not in str(err.value)
 
 
+def test_a_failed_run_says_why_in_the_readers_language(monkeypatch, tmp_path):
+    """The run is a subprocess, which speaks English; it keeps its message as data
+    (error.json: template and values) and the page shows it translated. en-fr's probe set
+    alone, in 简体中文."""
+    from viz_core import i18n
+    from viz_core.atlas.layout import read_error
+
+    at = open_page(monkeypatch, tmp_path, model="en-fr", lang="zh")
+    at.radio(key="atlas_source").set_value("Only the built-in probe set")
+    at.selectbox(key="atlas_engine").set_value("local")
+    at.button(key="atlas_run").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    (run,) = list((tmp_path / "home").iterdir())
+    kept = read_error(run)
+    assert kept is not None and "found 2" in str(kept)  # the CLI's message, kept whole
+    previous = i18n.language()
+    i18n.set_language("zh")
+    try:
+        chinese = i18n._(kept.msgid).format(**kept.values)
+    finally:
+        i18n.set_language(previous)
+    assert chinese != str(kept) and "2" in chinese
+    assert [e.value for e in at.error] == [chinese]
+
+
 def test_run_the_atlas_defaults_to_auto_and_typed_lines_run_in_process(monkeypatch, tmp_path):
     """Issue 24 item 5: a few lines typed here never start Ray."""
     at = open_page(monkeypatch, tmp_path, model="lm")

@@ -3,6 +3,7 @@ role map picks that head, and a top-example link opens the Attention page on tha
 
 from __future__ import annotations
 
+import re
 import urllib.parse
 from pathlib import Path
 
@@ -95,4 +96,75 @@ def test_clicking_the_patching_map_picks_that_head(served, chromium_browser):
                            timeout=60_000)
     page.wait_for_selector(SCRIPT_IDLE, timeout=90_000)
     assert page.get_by_text("over 2 pairs").count() >= 1
+    page.close()
+
+
+def test_a_file_uploaded_in_chinese_runs_the_atlas(served, chromium_browser):
+    """The "A file" source end to end in 简体中文: Streamlit draws the uploader's own words
+    ("Upload", "200MB per file • TXT, …") in English only, so file_box's style rule must show
+    them translated and the English not at all; a file set on it runs a small atlas, whose
+    progress bar speaks Chinese too, and the result opens."""
+    from viz_core import i18n
+
+    previous = i18n.language()
+    i18n.set_language("zh")
+    try:
+        zh = {s: i18n._(s) for s in ("A file (.txt, .csv, .parquet)", "Upload", "Run the atlas",
+                                     "Done.", "Up to {mb} MB per file • {types}")}
+    finally:
+        i18n.set_language(previous)
+    assert zh["Upload"] != "Upload"  # the catalogue has it
+    base, _run = served
+    page = chromium_browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{base}/atlas?model=lm&lang=zh")
+    page.wait_for_selector("h1", timeout=90_000)
+    page.wait_for_selector(SCRIPT_IDLE, timeout=90_000)
+    page.get_by_text(zh["A file (.txt, .csv, .parquet)"]).click()
+    page.wait_for_selector(".st-key-atlas_upload [data-testid='stFileUploaderDropzone']",
+                           timeout=60_000)
+    page.wait_for_selector(SCRIPT_IDLE, timeout=90_000)
+    shown = page.evaluate("""() => {
+        const box = document.querySelector('.st-key-atlas_upload');
+        const read = (el) => ({size: getComputedStyle(el).fontSize,
+                               after: getComputedStyle(el, '::after').content,
+                               afterSize: getComputedStyle(el, '::after').fontSize,
+                               text: el.textContent});
+        return {button: read(box.querySelector('button [data-testid=stMarkdownContainer] p')),
+                limit: read(box.querySelector(
+                    '[data-testid=stFileUploaderDropzoneInstructions] span'))};
+    }""")
+    for part, words in (("button", zh["Upload"]),
+                        ("limit", zh["Up to {mb} MB per file • {types}"].format(
+                            mb=200, types="TXT, CSV, TSV, PARQUET"))):
+        assert shown[part]["after"] == f'"{words}"', shown  # the translation is drawn
+        assert shown[part]["afterSize"] == "14px"  # at the size of Streamlit's own text
+        assert shown[part]["size"] == "0px", shown  # and Streamlit's English is not
+    assert shown["button"]["text"] == "Upload"  # (what the rule hides)
+    run = page.get_by_role("button", name=zh["Run the atlas"])
+
+    def upload(name: str, text: str) -> None:
+        page.set_input_files(".st-key-atlas_upload input[type=file]",
+                             files=[{"name": name, "mimeType": "text/plain",
+                                     "buffer": text.encode()}])
+        page.wait_for_selector(f".st-key-atlas_upload [data-testid='stFileChipName'][title='{name}']",
+                               timeout=60_000)
+        page.wait_for_selector(SCRIPT_IDLE, timeout=90_000)
+
+    # a file the run refuses: the message in Chinese, naming the file as the user knows it
+    # (not the server's saved copy), and no progress bar left standing
+    upload("notes.csv", "a,b\n1,2\n")
+    run.click()
+    alert = page.locator("[data-testid='stAlertContentError']")
+    alert.wait_for(timeout=120_000)
+    said = alert.inner_text()
+    assert "notes.csv" in said and "data.csv" not in said, said
+    assert re.search(r"[\u4e00-\u9fff]", said), said
+    assert page.locator("[data-testid='stProgress']").count() == 0
+    upload("lines.txt", "the red cat\ni do not\nthe dog sees the cat\n")
+    run.click()
+    page.wait_for_function("t => [...document.querySelectorAll('[data-testid=stProgress]')]"
+                           ".some(e => e.innerText.includes(t))", arg=zh["Done."],
+                           timeout=180_000)
+    settle(page)  # the run's charts
+    assert page.locator("[data-testid='stException']").count() == 0
     page.close()

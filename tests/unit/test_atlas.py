@@ -20,7 +20,15 @@ from viz_core.atlas import (
 )
 from viz_core.atlas.__main__ import main as cli
 from viz_core.atlas.inputs import MAX_CHARS, probe_texts
-from viz_core.atlas.layout import done_shards, examples_path, heads_path
+from viz_core.atlas.layout import (
+    done_shards,
+    examples_path,
+    heads_path,
+    read_error,
+    write_error,
+)
+from viz_core.errors import InputError
+from viz_core.i18n import N_
 
 
 @pytest.fixture(scope="module")
@@ -173,15 +181,36 @@ def test_unreachable_address_fails_fast(tmp_path):
 
 def test_cli_reports_bad_input_with_exit_code_2(tmp_path, capsys):
     (tmp_path / "t.csv").write_text("a,b\n1,2\n")
+    (tmp_path / "o").mkdir()  # as the page makes it
     code = cli(["--model", "lm", "--data", str(tmp_path / "t.csv"), "--out",
                 str(tmp_path / "o"), "--engine", "local"])
-    assert code == 2 and "no 'text' column" in capsys.readouterr().err
+    said = capsys.readouterr().err
+    assert code == 2 and "no 'text' column" in said
+    kept = read_error(tmp_path / "o")  # the same message as data, for the page to translate
+    assert f"atlas: {kept}\n" in said and kept.msgid != str(kept) and kept.values
 
 
 def test_cli_local_run(data, tmp_path, capsys):
+    (tmp_path / "o").mkdir()
+    write_error(tmp_path / "o", InputError("an earlier run's"))
+    assert read_error(tmp_path / "o") is not None
     code = cli(["--model", "lm", "--data", str(data / "lines.txt"), "--out",
                 str(tmp_path / "o"), "--engine", "local", "--limit", "4", "--probe", "0"])
     assert code == 0 and "4 examples" in capsys.readouterr().out
+    assert read_error(tmp_path / "o") is None  # a run in that folder drops it
+
+
+def test_a_kept_error_reads_back_or_not_at_all(tmp_path):
+    write_error(tmp_path / "missing", InputError("x"))  # no folder: nothing made
+    assert not (tmp_path / "missing").exists()
+    write_error(tmp_path, InputError(N_("{path} has {n} lines"), path=tmp_path / "a b", n=3))
+    kept = read_error(tmp_path)
+    assert str(kept) == f"{tmp_path / 'a b'} has 3 lines" and kept.values["n"] == 3
+    (tmp_path / "error.json").write_text("{not json")
+    assert read_error(tmp_path) is None
+    (tmp_path / "error.json").write_text('{"msgid": "{gone} here", "values": {}, '
+                                         '"message": "the text"}')
+    assert str(read_error(tmp_path)) == "the text"  # a template its values do not fill
 
 
 # ---- the probe set --------------------------------------------------------------------------

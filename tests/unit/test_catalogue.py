@@ -97,13 +97,13 @@ def test_translation_is_per_context_not_global():
     assert i18n.normalize("fr") is None
 
 
-# st.* calls whose first argument (or help=/placeholder=/label=) a user reads
+# st.* calls whose first argument (or help=/placeholder=/label=/text=) a user reads
 SHOWN = {"title", "header", "subheader", "markdown", "caption", "info", "warning", "error",
          "success", "toast", "expander", "button", "checkbox", "radio", "selectbox",
          "multiselect", "slider", "number_input", "text_input", "text_area", "toggle",
          "metric", "download_button", "spinner", "select_slider", "popover", "notice",
          "url_select", "url_number", "url_text_box", "bounded_int", "pills",
-         "segmented_control", "form_submit_button"}
+         "segmented_control", "form_submit_button", "progress", "file_box"}
 WORDS = re.compile(r"[A-Za-z]{3,}")
 
 
@@ -119,7 +119,7 @@ def unmarked_literals(path: Path) -> list[str]:
                                  and f.value.id in ("log", "logger", "logging")):
             continue
         args = node.args[:1] + [k.value for k in node.keywords
-                                if k.arg in ("help", "placeholder", "label")]
+                                if k.arg in ("help", "placeholder", "label", "text")]
         for a in args:
             text = a.value if isinstance(a, ast.Constant) and isinstance(a.value, str) else (
                 "".join(v.value for v in a.values if isinstance(v, ast.Constant))

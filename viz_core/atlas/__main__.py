@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m viz_core.atlas") 
 
     from ..errors import VizError
     from . import AtlasConfig, run_atlas
+    from .layout import write_error
 
     cfg = AtlasConfig(model=args.model, data=args.pairs or args.data, out=args.out,
                       address=args.address, task=args.task, method=args.method or "eap-ig",
@@ -89,10 +90,12 @@ def main(argv: list[str] | None = None, prog: str = "python -m viz_core.atlas") 
                             f"{p['shards']}")
         bar.refresh()
 
+    write_error(args.out, None)  # an earlier run's, in a folder resumed
     try:
         info = run_atlas(cfg, progress=progress)
     except VizError as err:
         print(f"atlas: {err}", file=sys.stderr)
+        write_error(args.out, err)  # for the page that started this run, to translate
         return 2
     except KeyboardInterrupt:
         print(f"\natlas: interrupted; finished shards are kept. Continue with --resume "

@@ -205,7 +205,8 @@ def probe_vocabulary(model, extra: list[str] = ()) -> tuple[list[str], str]:
         raise AtlasInputError(N_("The probe set needs at least 4 words that the model reads as "
                                 "one known token on each of its stacks (an encoder-decoder on "
                                 "both sides); found {n_pool}: {pool}. Give your own examples "
-                                "(--data FILE)."), n_pool=len(pool), pool=pool)
+                                "(--data FILE; on the page, typed lines or a file)."),
+                              n_pool=len(pool), pool=", ".join(pool) or "-")
     joiner = "" if all(len(w) == 1 for w in pool) else " "
     if joiner == " ":
         pool = [w for w in pool if len(w) > 1 or w.isalpha()]

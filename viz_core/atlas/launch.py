@@ -10,8 +10,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import VizError
+from ..i18n import N_
 from ..model.choices import AtlasEngine
-from .layout import INFO, MANIFEST, PROGRESS, read_json
+from .layout import INFO, MANIFEST, PROGRESS, read_error, read_json
 
 HOME_ENV = "ATTENTION_LAB_ATLAS_DIR"
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,17 +59,22 @@ class Launched:
     def finished(self) -> bool:
         return self.process.poll() is not None
 
-    def error(self) -> str | None:
-        """The CLI's own message when it failed (its last 'atlas:' line), else None."""
+    def error(self) -> VizError | str | None:
+        """The CLI's own message when it failed: as data where it kept one (error.json: the
+        page translates it), else its last 'atlas:' line; None while running or when done."""
         if self.process.poll() in (None, 0):
             return None
+        kept = read_error(self.out)
+        if kept is not None:
+            return kept
         try:
             lines = (self.out / LOG).read_text(errors="replace").splitlines()
         except OSError:
             lines = []
         said = [ln for ln in lines if ln.startswith("atlas: ")]
-        return said[-1][len("atlas: "):] if said else (
-            f"the atlas run stopped (exit code {self.process.returncode}); see {self.out / LOG}")
+        return said[-1][len("atlas: "):] if said else VizError(
+            N_("The atlas run stopped (exit code {code}); its log is {log}."),
+            code=self.process.returncode, log=str(self.out / LOG))
 
 
 def launch(model: str, data: str, out: Path, limit: int | None = None, batch: int = 8,

@@ -6,6 +6,7 @@
     shards/heads-00000.parquet      per (example, block, head): role scores and peaks
     summary.parquet, top.parquet, hist.parquet, atlas.json   the per-head summary
     progress.json             done / total / examples per second, rewritten as shards finish
+    error.json                a failed run's message as data (write_error), for the page
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ import json
 import os
 from pathlib import Path
 
+from ..errors import VizError
+
 MANIFEST, INFO, PROGRESS = "manifest.json", "atlas.json", "progress.json"
+ERROR = "error.json"
 
 
 def input_path(out: Path, shard: int) -> Path:
@@ -67,3 +71,30 @@ def read_json(path: Path) -> dict | None:
         return json.loads(Path(path).read_text())
     except (OSError, ValueError):
         return None
+
+
+def write_error(out: Path, err: VizError | None) -> None:
+    """Keep a failed run's message in `out` as its English template and values (a VizError's
+    msgid and values, each value as JSON or its text), so the page that started the run can
+    show it in its reader's language; None removes an earlier run's. Only where `out` is a
+    folder already (a bad --out stays untouched)."""
+    path = Path(out) / ERROR
+    if err is None:
+        path.unlink(missing_ok=True)
+    elif Path(out).is_dir():
+        write_json(path, {"msgid": err.msgid, "values": {
+            k: v if isinstance(v, (int, float, bool, type(None))) else str(v)
+            for k, v in err.values.items()}, "message": str(err)})
+
+
+def read_error(out: Path) -> VizError | None:
+    """The message write_error kept in `out`, as a VizError to translate; None where none."""
+    data = read_json(Path(out) / ERROR)
+    if not data or not isinstance(data.get("msgid"), str):
+        return None
+    values = data.get("values") if isinstance(data.get("values"), dict) else {}
+    try:
+        data["msgid"].format(**values)
+        return VizError(data["msgid"], **values)
+    except (KeyError, IndexError, ValueError):  # a template its values do not fill
+        return VizError(str(data.get("message") or data["msgid"]))
