@@ -16,6 +16,8 @@ SHOTS = {
                                     "kind": "decoder.cross", "layer": 1, "head": 0}),
     "beam.png": ("beam", {"model": "en-fr", "text": "she does not want a green apple",
                           "beam": 3, "max_len": 12}),
+    "circuits.png": ("circuits", {"model": "induction"}),
+    "attention-zh.png": ("attention", {"model": "zh-en", "lang": "zh"}),
 }
 
 
@@ -27,7 +29,7 @@ def main() -> None:
         for file, (page_name, params) in SHOTS.items():
             page = browser.new_page(viewport={"width": 1500, "height": 1100})
             page.goto(f"{base}/{page_name}?{urllib.parse.urlencode(params)}")
-            page.wait_for_selector(".js-plotly-plot", timeout=120_000)
+            page.wait_for_selector(".js-plotly-plot >> visible=true", timeout=120_000)
             page.wait_for_timeout(500)
             page.wait_for_selector("[data-testid='stStatusWidget']", state="detached",
                                    timeout=120_000)
