@@ -43,6 +43,18 @@ def english_runs(text: str, user_words: set[str]) -> list[str]:
     return runs
 
 
+# Pickers whose options are the user's data, not the interface's words: the model list (its
+# descriptions are checked on their own), the example inputs, the mask page's sentences.
+USER_OPTIONS = {"model_pick", "example", "mask_sentence"}
+OPTION_KINDS = ("selectbox", "radio", "multiselect", "select_slider")
+
+
+def option_texts(at: AppTest) -> list[tuple[str, str]]:
+    """(widget kind and key, label) of every option a picker shows, but the user's data."""
+    return [(f"{kind} {e.key} option", str(o)) for kind in OPTION_KINDS for e in at.get(kind)
+            if e.key not in USER_OPTIONS for o in (e.options or [])]
+
+
 def shown_texts(at: AppTest) -> list[tuple[str, str]]:
     """(element kind, text) of everything a reader sees as prose or as a label."""
     out = []
@@ -101,16 +113,35 @@ def english_words(text: str, user_words: set[str]) -> list[str]:
             if w not in FIGURE_TERMS and w.lower() not in user_words]
 
 
+TOKEN_OPTION = re.compile(r"^\d+·")  # a token picker's option: position·token
+# Options that stay as they are: file formats, devices, engines, the language switch's own
+# name for English.
+OPTION_TERMS = {"auto", "png", "svg", "cpu", "cuda", "mps", "ray", "local", "English", "txt",
+                "csv", "tsv", "parquet",
+                "never"}  # generate()'s early_stopping values: True, False, "never"
+
+
+def option_words(text: str, user_words: set[str]) -> list[str]:
+    """English words (3+ letters) of an option's label, but names, notation (float32, acronyms
+    such as MLM or EAP, identifiers such as beam_size), tokens ("3·the") and the user's
+    words."""
+    text = re.sub(r"\d+·\S+", " ", text)
+    for name in NAMES:
+        text = text.replace(name, " ")
+    return [w for w in re.findall(r"[A-Za-z][A-Za-z0-9_]*", text)
+            if w.isalpha() and len(w) >= 3 and not w.isupper() and w not in OPTION_TERMS
+            and w not in FIGURE_TERMS and w.lower() not in user_words]
+
+
 def user_words(at: AppTest) -> set[str]:
     """The words of the user's text, the examples and model output: shown as typed."""
     words = set()
     for e in at.get("text_area") + at.get("text_input"):
         words |= set(re.findall(r"[A-Za-z'’]+", str(e.value or "").lower()))
-    for e in at.get("selectbox"):  # token pickers, examples (not the model list: its prose)
-        if e.key == "model_pick":
-            continue
+    for e in at.get("selectbox"):  # token pickers ("3·red"), examples (not the model list)
         for option in e.options or []:
-            words |= set(re.findall(r"[A-Za-z'’]+", str(option).lower()))
+            if (e.key in USER_OPTIONS - {"model_pick"} or TOKEN_OPTION.match(str(option))):
+                words |= set(re.findall(r"[A-Za-z'’]+", str(option).lower()))
     for e in at.get("code"):
         words |= set(re.findall(r"[A-Za-z'’]+", str(e.value).lower()))
     return words
@@ -154,6 +185,7 @@ def test_every_page_speaks_chinese(sessions, model, page):
     models = at.selectbox(key="model_pick").options  # the model list's descriptions too
     left += [("model list", run) for text in models for run in english_runs(text, set())]
     left += [(part, text) for part, text in figure_texts(at) if english_words(text, words)]
+    left += [(part, text) for part, text in option_texts(at) if option_words(text, words)]
     assert left == [], left
     assert re.search(r"[\u4e00-\u9fff]", at.title[0].value) if at.title else True
 
@@ -165,6 +197,10 @@ def test_the_english_detector_can_fail():
     assert english_words("流向 2·red → teacher 的信息流", set()) == []
     assert english_runs("模型 BERT 的 Hugging Face 文件夹", set()) == []
     assert english_runs("输入：the red car", {"the", "red", "car"}) == []
+    assert option_words("Normalised (0 = one key, 1 = uniform)", set()) == [
+        "Normalised", "one", "key", "uniform"]
+    assert option_words("auto", set()) == option_words("3·the", set()) == []
+    assert option_words("float32 · MASS · EAP-IG", set()) == []
 
 
 def test_the_switch_changes_the_language_and_the_address():
@@ -208,6 +244,7 @@ def test_every_tab_of_which_heads_matter_speaks_chinese(tab):
     words = user_words(at)
     left = [(kind, run) for kind, text in shown_texts(at) for run in english_runs(text, words)]
     left += [(part, text) for part, text in figure_texts(at) if english_words(text, words)]
+    left += [(part, text) for part, text in option_texts(at) if option_words(text, words)]
     assert left == [], left
 
 

@@ -20,17 +20,19 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from viz_core.i18n import N_
+from viz_core.i18n import N_, Message
 
 from ..errors import InputError
 from ..model.choices import BlockKind, Template, options
 
 TEMPLATES = dict(zip(options(Template), (  # the Literal's order: previous, induction, ...
-    "previous token: the key just before the query",
-    "induction: the token after an earlier copy of the query's token",
-    "first token: the first key (often a sink: [CLS], <bos>)",
-    "same token: other positions holding the query's token",
+    N_("previous token: the key just before the query"),
+    N_("induction: the token after an earlier copy of the query's token"),
+    N_("first token: the first key (often a sink: [CLS], <bos>)"),
+    N_("same token: other positions holding the query's token"),
 ), strict=True))
+PAIR_DESCRIPTION = N_("weight from query {query} ({q_token}) to key {key} ({k_token})")
+TEMPLATE_DESCRIPTION = N_("{template}; mean over {n} query positions")
 SELF_ONLY = ("previous", "induction")  # positions of one sequence: self-attention only
 COLUMNS = ["block", "kind", "layer", "head", "score", "query", "key"]
 ROW_BYTES = 16 << 20  # bytes of one head's rows read at a time
@@ -56,7 +58,7 @@ class HeadSearch:
     kind: BlockKind  # the block kind searched
     what: str  # "pair" or a template name
     queries: int  # query positions the score averages over (1 for a pair)
-    description: str
+    description: str  # an i18n.Message: reads as English, shown translated
 
     def top(self, n: int = 10) -> pd.DataFrame:
         return self.frame.head(n)
@@ -179,7 +181,8 @@ def search_pair(trace, query: int, key: int, kind: BlockKind | None = None) -> H
                          "score": w, "query": query, "key": key})
     q_tok, k_tok = first.query_tokens[query], first.key_tokens[key]
     return HeadSearch(_frame(rows), kind, "pair", 1,
-                      f"weight from query {query} ({q_tok!r}) to key {key} ({k_tok!r})")
+                      Message(PAIR_DESCRIPTION, query=query, q_token=repr(q_tok), key=key,
+                              k_token=repr(k_tok)))
 
 
 def search_template(trace, template: Template, kind: BlockKind | None = None) -> HeadSearch:
@@ -198,7 +201,8 @@ def search_template(trace, template: Template, kind: BlockKind | None = None) ->
             rows.append({"block": b.name, "kind": kind, "layer": b.layer, "head": h,
                          "score": score[h], "query": int(peak_q[h]), "key": int(peak_k[h])})
     return HeadSearch(_frame(rows), kind, template, n_eligible,
-                      f"{TEMPLATES[template]}; mean over {n_eligible} query positions")
+                      Message(TEMPLATE_DESCRIPTION, template=Message(TEMPLATES[template]),
+                              n=n_eligible))
 
 
 def search_heads(trace, *, kind: BlockKind | None = None, query: int | None = None,

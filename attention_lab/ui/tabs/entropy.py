@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from viz_core.figures.entropy import head_entropy_heatmap
-from viz_core.i18n import _
+from viz_core.i18n import N_, _, bound
 
 from ..charts import chart, download_csv
 from ..contributions import attempt
@@ -13,13 +13,13 @@ from ..controls import url_select
 from ..lang import fragment
 from ..runs import AnalysisRequest, run_analysis
 
-MEASURES = {"normalised": "Normalised (0 = one key, 1 = uniform)", "entropy": "Nats"}
+MEASURES = {"normalised": N_("Normalised (0 = one key, 1 = uniform)"), "entropy": N_("Nats")}
 
 
 @fragment
 def entropy_tab(sel) -> None:
     measure = url_select(_("Measure"), "ent_measure", list(MEASURES), widget="radio",
-                         horizontal=True, format_func=MEASURES.get,
+                         horizontal=True, format_func=bound(lambda m: _(MEASURES[m])),
                          help=_("Nats: the mean entropy of a head's rows, between 0 and "
                               "log(allowed keys). Normalised: divided by log(allowed keys), "
                               "so heads of short and long rows compare."))

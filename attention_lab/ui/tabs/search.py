@@ -9,18 +9,18 @@ import streamlit as st
 from viz_core.analysis.head_search import TEMPLATES
 from viz_core.figures.common import choice_labels
 from viz_core.figures.contributions import head_search_heatmap
-from viz_core.i18n import _
+from viz_core.i18n import N_, _, bound
 
 from .. import state
 from ..charts import chart, download_csv, table
 from ..contributions import SearchRequest, attempt, head_search
 from ..controls import block_kind_label, open_head, url_select
-from ..errors import literal
+from ..errors import literal, translated
 from ..lang import fragment
 from ..runs import run_trace
 from .explain import text_request
 
-MODES = {"pair": "these two tokens", **TEMPLATES}
+MODES = {"pair": N_("these two tokens"), **TEMPLATES}
 
 
 @fragment
@@ -31,7 +31,7 @@ def search_tab(sel) -> None:
     kind = url_select(_("Block"), "hs_kind", trace.kinds(), container=s1,
                       format_func=block_kind_label)
     mode = url_select(_("Find heads that attend to"), "hs_mode", list(MODES), container=s2,
-                      format_func=MODES.get)
+                      format_func=bound(lambda m: _(MODES[m])))
     query = key = 0
     if mode == "pair":
         first = trace.layers(kind)[0]
@@ -49,7 +49,7 @@ def search_tab(sel) -> None:
                                           query, key))
         st.markdown(_("Every head of the {literal} ranked by its {description}.").format(
                         literal=literal(block_kind_label(kind).lower()),
-                        description=literal(found.description)))
+                        description=literal(translated(found.description))))
         if found.queries == 0:
             st.info(_("The template applies to no query of this input (e.g. induction needs a "
                     "token that occurs twice). Try a longer or repetitive text."))
