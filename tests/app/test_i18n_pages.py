@@ -100,7 +100,8 @@ def figure_texts(at: AppTest) -> list[tuple[str, str]]:
 # mask, and notation.
 FIGURE_TERMS = {"encoder", "decoder", "self", "cross", "embed", "mlp", "logits", "True",
                 "False", "PAD", "CLS", "SEP", "eos", "bos", "unk", "pad", "softmax", "rollout",
-                "EAP", "MLP", "logit", "sin", "cos", "log", "out", "best", "nats"}
+                "EAP", "MLP", "logit", "sin", "cos", "log", "out", "best", "nats",
+                "pos", "mod"}  # RoPE's notation: pos·θᵢ, mod 2π
 
 
 def english_words(text: str, user_words: set[str]) -> list[str]:
@@ -151,6 +152,7 @@ def user_words(at: AppTest) -> set[str]:
 # branches; MiniLM (encoder-only) for the pages that need one
 MODELS = {"en-fr": [s.path for s in PAGES], "lm": [s.path for s in PAGES],
           "minilm": ["pages/pairs.py", "pages/heads_matter.py", "pages/masks.py"],
+          "lm-rope": ["pages/positional.py"],  # the rotary views
           # a Hugging Face family: T5's learned relative bias, its cross-attention circuits
           "tiny-t5": ["pages/relative.py", "pages/heads_matter.py", "pages/circuits.py"]}
 

@@ -25,15 +25,15 @@ def frequency_figure(spec: RopeSpec, title: str | None = None) -> go.Figure:
         x=i, y=f32(spec.default_inv_freq), mode="markers+lines",
         name=f"θᵢ = {spec.base:g}^(−2i/{spec.dim})",
         customdata=f32(wavelengths(spec.default_inv_freq)),
-        hovertemplate="pair %{x}: θ = %{y:.4g} rad/position, wavelength %{customdata:.4g}"
-                      "<extra></extra>"))
+        hovertemplate=_("pair {i}: θ = {theta} rad/position, wavelength {wavelength}").format(
+            i="%{x}", theta="%{y:.4g}", wavelength="%{customdata:.4g}") + "<extra></extra>"))
     if spec.scaled:
         fig.add_trace(go.Scatter(
             x=i, y=f32(spec.frequencies), mode="markers+lines", name=_("{rope_type} scaling").format(
                                                                          rope_type=spec.rope_type),
             customdata=f32(wavelengths(spec.frequencies)),
-            hovertemplate="pair %{x}: θ' = %{y:.4g}, wavelength %{customdata:.4g}"
-                          "<extra></extra>"))
+            hovertemplate=_("pair {i}: θ' = {theta}, wavelength {wavelength}").format(
+                i="%{x}", theta="%{y:.4g}", wavelength="%{customdata:.4g}") + "<extra></extra>"))
     fig.update_xaxes(title=_("dimension pair i"))
     fig.update_yaxes(title=_("θᵢ (radians per position)"), type="log")
     return base_layout(fig, title or _("Rotation speed of each dimension pair"))
@@ -49,7 +49,8 @@ def angle_curves(inv_freq: np.ndarray, pairs: Sequence[int], n_pos: int,
     for i in pairs:
         fig.add_trace(go.Scatter(
             x=f32(pos), y=f32(angles[:, i]), mode="lines", name=_("pair {i}").format(i=i),
-            hovertemplate=f"pair {i}, pos %{{x}}: %{{y:.3f}} rad<extra></extra>"))
+            hovertemplate=_("pair {i}, position {pos}: {angle} rad").format(
+                i=i, pos="%{x}", angle="%{y:.3f}") + "<extra></extra>"))
     fig.update_xaxes(title=_("position"))
     fig.update_yaxes(title=_("rotation angle mod 2π (radians)"), range=[0, 2 * np.pi])
     return base_layout(fig, title or _("Rotation angle pos·θᵢ of each pair"))
@@ -61,7 +62,8 @@ def angle_heatmap(inv_freq: np.ndarray, n_pos: int, title: str | None = None) ->
     c = np.cos(rotation_angles(inv_freq, np.arange(n_pos)))
     fig = go.Figure(go.Heatmap(
         z=f32(c), colorscale=SCORE_COLORSCALE, zmin=-1, zmax=1,
-        hovertemplate="pos %{y}, pair %{x}: cos = %{z:.3f}<extra></extra>",
+        hovertemplate=_("position {pos}, pair {i}: cos = {cos}").format(
+            pos="%{y}", i="%{x}", cos="%{z:.3f}") + "<extra></extra>",
         colorbar=dict(thickness=12)))
     fig.update_xaxes(title=_("dimension pair i"))
     fig.update_yaxes(title=_("position"), autorange="reversed")
@@ -91,7 +93,8 @@ def pair_rotation_figure(demo: PairDemo, title: str | None = None) -> go.Figure:
                 textposition=where,
                 name=_("{label} at position {pos} (q·k = {dot:.3f})").format(
                          label=label, pos=pos, dot=dot),
-                hovertemplate=f"{label} at {pos}: (%{{x:.3f}}, %{{y:.3f}})<extra></extra>"))
+                hovertemplate=_("{label} at position {pos}: ({x}, {y})").format(
+                    label=label, pos=pos, x="%{x:.3f}", y="%{y:.3f}") + "<extra></extra>"))
     fig.update_xaxes(range=[-lim, lim], zeroline=True, title=_("dimension") + " 2i")
     fig.update_yaxes(range=[-lim, lim], zeroline=True, scaleanchor="x", scaleratio=1,
                      title=_("dimension") + " 2i+1")
@@ -119,7 +122,8 @@ def decay_figure(distances: np.ndarray, curves: dict[str, np.ndarray],
     fig = go.Figure()
     for name, y in curves.items():
         fig.add_trace(go.Scatter(x=f32(distances), y=f32(y), mode="lines", name=name,
-                                 hovertemplate="distance %{x}: %{y:.3f}<extra></extra>"))
+                                 hovertemplate=_("distance {d}: {bound}").format(
+                                     d="%{x}", bound="%{y:.3f}") + "<extra></extra>"))
     fig.update_xaxes(title=_("relative distance m − n"))
     fig.update_yaxes(title=_("relative upper bound"))
     return base_layout(fig, title or _("Long-range decay of the q·k bound"))
