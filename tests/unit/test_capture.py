@@ -240,3 +240,26 @@ def test_precision_option_keeps_patterns_float32():
     assert vc.load("dates", "cpu").info()["dtype"] == "float32"  # auto on a CPU
     with pytest.raises(vc.VizError, match="dtype"):
         vc.load("dates", dtype="float8")
+
+
+def test_the_written_out_softmax_can_be_differentiated_with_a_fully_blocked_row():
+    """softmax_rows (the explicit formula: softcapped models' forward, reference runs) zeroes a
+    fully blocked row after the softmax; with autograd on it must not do so in place, as
+    softmax's backward reads its output (the GPU always takes that branch). Reference: the
+    same loss built from torch.softmax of the masked scores, its blocked row left out."""
+    from viz_core.capture.recorder import softmax_rows
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 4, 5, requires_grad=True)
+    blocked = torch.zeros(2, 1, 4, 5, dtype=torch.bool)
+    blocked[..., 3:] = True  # keys 3, 4 blocked for every query
+    blocked[1, 0, 2] = True  # example 1's query 2 sees nothing
+    w = torch.randn(2, 3, 4, 5)
+    p = softmax_rows(x * 1.0, blocked)  # a fresh tensor, as scores_of returns
+    (grad,) = torch.autograd.grad((p * w).sum(), x)
+    assert p[1, :, 2].eq(0).all() and torch.isfinite(grad).all()
+    ref = torch.softmax(x.masked_fill(blocked, float("-inf")), dim=-1)
+    keep = ~blocked.all(-1, keepdim=True)
+    (ref_grad,) = torch.autograd.grad((ref * w).where(keep, 0).nansum(), x)
+    torch.testing.assert_close(p, ref.where(keep, 0), rtol=0, atol=0)
+    torch.testing.assert_close(grad, ref_grad.nan_to_num(), rtol=0, atol=1e-7)

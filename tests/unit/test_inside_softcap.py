@@ -1,5 +1,6 @@
 """Inside a head with a logit softcap (Gemma 2): the steps by hand, and against the model's own
-capture and Hugging Face's eager attention on a tiny random Gemma 2."""
+capture and Hugging Face's eager attention on a tiny random Gemma 2; attribution patching's
+gradient through the cap against Hugging Face's eager autograd."""
 
 from __future__ import annotations
 
@@ -93,3 +94,50 @@ def test_no_softcap_panel_without_a_cap(tmp_path):
     figs = block_inside_head(b, 0, 3)
     assert "softcap" not in figs and len(figs) == 9
     assert figs["z"].layout.title.text.startswith("9 · ")
+
+
+def test_attribution_patching_through_a_softcap_equals_hf_eager_autograd(gemma2):
+    """Gemma 2 caps its attention logits (s -> cap * tanh(s / cap)), and attribution patching
+    differentiates through the cap (an in-place multiply on tanh's output, which tanh's
+    backward reads, broke it). Reference: Hugging Face's own eager Gemma 2 on the same
+    weights, autograd of the same metric (the clean run's top token's logit at the last
+    position) on the corrupted run with respect to each head's z (o_proj's input), times the
+    clean - corrupted z, over the clean - corrupted metric. Ours (the capture's scores path)
+    against HF eager: float32, a cross-kernel comparison."""
+    from transformers import AutoModelForCausalLM
+
+    model, path = gemma2
+    clean, corrupted = "the cat sat on the mat", "the dog sat on the mat"
+    ours = model.attribution_patch(clean, corrupted, over="heads")
+    hf = AutoModelForCausalLM.from_pretrained(str(path), attn_implementation="eager",
+                                              torch_dtype=torch.float32).eval()
+    n_heads, d_head = hf.config.num_attention_heads, hf.config.head_dim
+    ids = {name: torch.tensor([model.tokenizer(text)["input_ids"]])
+           for name, text in (("clean", clean), ("corrupted", corrupted))}
+    assert ids["clean"].shape == ids["corrupted"].shape and len(ours.tokens) == ids["clean"].shape[1]
+
+    def run(name):
+        zs = []
+        hooks = [layer.self_attn.o_proj.register_forward_pre_hook(
+                     lambda _m, args: zs.append(args[0]))
+                 for layer in hf.model.layers]
+        try:
+            logits = hf(ids[name]).logits[0, -1]
+        finally:
+            for h in hooks:
+                h.remove()
+        return logits, zs
+
+    with torch.no_grad():
+        logits_clean, z_clean = run("clean")
+    token = int(logits_clean.argmax())
+    with torch.enable_grad():
+        logits_corr, z_corr = run("corrupted")
+        grads = torch.autograd.grad(logits_corr[token], z_corr)
+    gap = float(logits_clean[token] - logits_corr[token].detach())
+    expected = np.array([
+        ((zc - zk.detach()) * g)[0].reshape(-1, n_heads, d_head).sum(dim=(0, 2)).numpy()
+        for zc, zk, g in zip(z_clean, z_corr, grads)]) / gap
+    assert np.isfinite(ours.effect).all() and np.abs(expected).max() > 1e-3
+    np.testing.assert_allclose(ours.clean, float(logits_clean[token]), rtol=1e-5)
+    np.testing.assert_allclose(ours.effect, expected, atol=1e-5 * np.abs(expected).max() + 1e-6)

@@ -483,7 +483,7 @@ def scores_of(q: torch.Tensor, k: torch.Tensor, scaling: float, bias: torch.Tens
     """float32 (..., Tq, Tk): q k^T * scaling, softcapped, plus the bias; before masking."""
     s = (q.float() @ k.float().transpose(-1, -2)).mul_(scaling)
     if softcap is not None:
-        s = torch.tanh(s / softcap).mul_(softcap)
+        s = torch.tanh(s / softcap) * softcap  # not in place: tanh's backward reads its output
     if bias is not None:
         s = s + bias.float()
     return s
@@ -497,5 +497,6 @@ def softmax_rows(scores: torch.Tensor, blocked: torch.Tensor | None) -> torch.Te
     p = torch.softmax(scores.masked_fill_(blocked, float("-inf")), dim=-1)  # in place
     empty = blocked.all(-1, keepdim=True)  # a fully blocked row is 0/0: all zeros instead
     if empty.device.type != "cpu" or bool(empty.any()):
-        p = p.masked_fill_(empty, 0.0)
+        # in place, unless autograd will need softmax's output (its backward reads it)
+        p = p.masked_fill(empty, 0.0) if p.requires_grad else p.masked_fill_(empty, 0.0)
     return p
