@@ -106,8 +106,7 @@ def similarity() -> None:
                      ).format(n_heads=first.n_heads, kv_heads=first.kv_heads, groups="; ".join(
                          _("kv {g}: heads {span}").format(g=g, span=_span(hs))
                          for g, hs in groups.items())))
-        table(kv_group_table(trace, kind).round(4), hide_index=True,
-                     key="kv_group_table")
+        table(kv_group_table(trace, kind).round(4), hide_index=True, key="kv_group_table")
 
 
 def _layer_steps(kind: str):
@@ -135,7 +134,8 @@ def ablation() -> None:
         state.notice(_("Some heads in the address do not exist in this model and were ignored."))
     state.widget_default("ablate_heads", [h for h in url_heads if h in all_heads])
     st.session_state.ablate_heads = [h for h in st.session_state.ablate_heads if h in all_heads]
-    group_choices = {f"{b.name} · kv {g} (heads {_span(hs)})": [f"{b.name}:{h}" for h in hs]
+    group_choices = {f"{b.name} · " + _("kv {g}: heads {span}").format(g=g, span=_span(hs)):
+                     [f"{b.name}:{h}" for h in hs]
                      for k in block_kinds for b in trace.layers(k) if b.kv_heads < b.n_heads
                      for g, hs in kv_group_heads(b.kv_group).items()}
 

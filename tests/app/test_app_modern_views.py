@@ -57,7 +57,7 @@ def test_heads_llama_kv_groups_table_and_group_ablation(tiny):
     assert (table["within"] >= 0).all() and (table["across"] >= 0).all()
     assert not any("Shared weights" in i.value for i in at.info)
     group = at.selectbox(key="ablate_group")
-    assert group.options[1] == "decoder.0.self · kv 1 (heads 2-3)"
+    assert group.options[1] == "decoder.0.self · kv 1: heads 2-3"
     group.set_value(group.options[1]).run()
     no_errors(at)
     assert at.multiselect(key="ablate_heads").value == ["decoder.0.self:2", "decoder.0.self:3"]
@@ -66,7 +66,7 @@ def test_heads_llama_kv_groups_table_and_group_ablation(tiny):
                                          ["decoder.0.self:2,decoder.0.self:3"])
     assert any("ablated" in t for t in titles(at))
     # a second group adds its heads; the ones already chosen stay once
-    at.selectbox(key="ablate_group").set_value("decoder.1.self · kv 0 (heads 0-1)").run()
+    at.selectbox(key="ablate_group").set_value("decoder.1.self · kv 0: heads 0-1").run()
     no_errors(at)
     assert at.multiselect(key="ablate_heads").value == [
         "decoder.0.self:2", "decoder.0.self:3", "decoder.1.self:0", "decoder.1.self:1"]

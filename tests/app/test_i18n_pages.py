@@ -154,7 +154,9 @@ MODELS = {"en-fr": [s.path for s in PAGES], "lm": [s.path for s in PAGES],
           "minilm": ["pages/pairs.py", "pages/heads_matter.py", "pages/masks.py"],
           "lm-rope": ["pages/positional.py"],  # the rotary views
           # a Hugging Face family: T5's learned relative bias, its cross-attention circuits
-          "tiny-t5": ["pages/relative.py", "pages/heads_matter.py", "pages/circuits.py"]}
+          "tiny-t5": ["pages/relative.py", "pages/heads_matter.py", "pages/circuits.py"],
+          # grouped-query attention: the key/value groups on the grid and on Head analysis
+          "tiny-llama": ["pages/attention.py", "pages/heads.py"]}
 
 
 @pytest.fixture(scope="module")

@@ -147,10 +147,12 @@ def _mark_kv_groups(fig: go.Figure, kv_group: list[int], n_heads: int, tk: int, 
             x = a * (tk + gap) - gap / 2 - 0.5
             fig.add_shape(type="line", x0=x, x1=x, y0=-0.5, y1=height - 0.5,
                           line=dict(color="#444444", width=2))
-        heads = f"head {a}" if b - a == 1 else f"heads {a}-{b - 1}"
+        heads = (_("head {h}").format(h=a) if b - a == 1
+                 else _("heads {first}-{last}").format(first=a, last=b - 1))
         fig.add_annotation(x=(a * (tk + gap) + (b - 1) * (tk + gap) + tk) / 2 - 0.5, y=0,
                            yref="paper", yanchor="top", showarrow=False,
-                           text=f"kv {kv_group[a]}: {heads}", font=dict(size=11))
+                           text=_("kv {group}: {heads}").format(group=kv_group[a], heads=heads),
+                           font=dict(size=11))
 
 
 def blocks_grid(blocks: list[BlockTrace], size: int = THUMBNAIL, title: str | None = None
