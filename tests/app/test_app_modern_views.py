@@ -186,3 +186,20 @@ def test_attention_labels_local_and_global_layers_and_groups_the_grid(tiny):
     at = open_app("attention", model=tiny("llama"), text=TEXT)  # no local layers: no label
     no_errors(at)
     assert not any(c.value.startswith("layer 0:") for c in at.caption)
+
+
+@pytest.mark.parametrize("family", ["mistral", "gemma3_text"])
+def test_head_search_opens_on_a_key_the_last_query_can_see(tiny, family):
+    """A sliding window of 4 hides key 0 from the last query: the pair picker starts on the
+    first key that query sees (it started on key 0, and the tab opened on an error), and a
+    key outside the window says so, naming the keys it may pick."""
+    at = open_app("heads_matter", model=tiny(family), text=TEXT, tab="search")
+    no_errors(at)
+    q, k = at.selectbox(key="hs_q").value, at.selectbox(key="hs_k").value
+    assert (q, k) == (len(at.selectbox(key="hs_q").options) - 1, q - 3)
+    assert at.dataframe and len(at.dataframe[0].value)
+    at.selectbox(key="hs_k").set_value(0).run()
+    assert not at.exception
+    assert [e.value.replace("\\", "") for e in at.error] == [  # (shown literally: escaped)
+        f"Query {q} may not attend to key 0 in these blocks: their sliding window lets a query "
+        f"see only itself and the 3 keys before it. Pick a key from {q - 3} to {q}."]

@@ -156,7 +156,8 @@ MODELS = {"en-fr": [s.path for s in PAGES], "lm": [s.path for s in PAGES],
           # a Hugging Face family: T5's learned relative bias, its cross-attention circuits
           "tiny-t5": ["pages/relative.py", "pages/heads_matter.py", "pages/circuits.py"],
           # grouped-query attention: the key/value groups on the grid and on Head analysis
-          "tiny-llama": ["pages/attention.py", "pages/heads.py"]}
+          "tiny-llama": ["pages/attention.py", "pages/heads.py"],
+          "tiny-mistral": ["pages/masks.py"]}  # a sliding window
 
 
 @pytest.fixture(scope="module")

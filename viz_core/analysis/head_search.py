@@ -170,6 +170,12 @@ def search_pair(trace, query: int, key: int, kind: BlockKind | None = None) -> H
                              value=n_q - 1, value2=n_k - 1, query=query, key=key)
     query, key = int(query), int(key)
     if first.mask_window((query, query + 1), (key, key + 1))[0, 0]:
+        window = first.window_size
+        if window and query - key >= window:
+            raise InputError(N_("Query {query} may not attend to key {key} in these blocks: "
+                                "their sliding window lets a query see only itself and the "
+                                "{n} keys before it. Pick a key from {first} to {query}."),
+                             query=query, key=key, n=window - 1, first=query - window + 1)
         raise InputError(N_("Query {query} may not attend to key {key} in these blocks (the mask "
                            "blocks it: a causal query sees only itself and earlier keys)."),
                              query=query, key=key)

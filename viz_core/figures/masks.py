@@ -262,7 +262,8 @@ def mask_parts_figure(mask: np.ndarray, query_tokens: Sequence[str],
                            title=_("Padding, causal and their union"))
     w = sliding_window_mask(m.shape[0], window, m.shape[1])
     return mask_panels([pad, c, w, m], [_("padding (PAD keys)"), _("causal (k > q)"),
-                                        f"outside the window (q − k ≥ {int(window)})",
+                                        _("outside the window (q − k ≥ {window})").format(
+                                            window=int(window)),
                                         _("the model's mask (union)")],
                        [query_tokens] * 4, [key_tokens] * 4,
                        title=_("Padding, causal, sliding window of {window} and their union").format(

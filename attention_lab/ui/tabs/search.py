@@ -39,7 +39,9 @@ def search_tab(sel) -> None:
         c1, c2 = st.columns(2)
         query = url_select(_("Query token (attends)"), "hs_q", range(len(q_labels)),
                            len(q_labels) - 1, container=c1, format_func=lambda i: q_labels[i])
-        key = url_select(_("Key token (attended to)"), "hs_k", range(len(k_labels)), 0,
+        seen = (~first.mask_window((query, query + 1), (0, len(k_labels)))[0]).nonzero()[0]
+        key = url_select(_("Key token (attended to)"), "hs_k", range(len(k_labels)),
+                         int(seen[0]) if len(seen) else 0,  # the first key the query may see
                          container=c2, format_func=lambda i: k_labels[i])
     else:
         state.to_url(hs_q=None, hs_k=None)
