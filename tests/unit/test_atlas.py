@@ -200,6 +200,20 @@ def test_cli_local_run(data, tmp_path, capsys):
     assert read_error(tmp_path / "o") is None  # a run in that folder drops it
 
 
+@pytest.mark.parametrize("task", ["roles", "patching"])
+def test_an_out_that_is_a_file_is_one_line(tmp_path, capsys, task):
+    """--out naming a file: one line that says so (it was a FileExistsError traceback), the
+    file untouched and no error.json written into it."""
+    (tmp_path / "out.txt").write_text("mine")
+    (tmp_path / "pairs.csv").write_text("clean,corrupted\nthe red cat,the big cat\n")
+    data = ["--data", "probe"] if task == "roles" else ["--pairs", str(tmp_path / "pairs.csv")]
+    code = cli(["--model", "lm", "--task", task, *data, "--out", str(tmp_path / "out.txt"),
+                "--engine", "local"])
+    said = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and said[-1].startswith("atlas: --out ") and "is a file" in said[-1]
+    assert (tmp_path / "out.txt").read_text() == "mine"
+
+
 def test_a_kept_error_reads_back_or_not_at_all(tmp_path):
     write_error(tmp_path / "missing", InputError("x"))  # no folder: nothing made
     assert not (tmp_path / "missing").exists()

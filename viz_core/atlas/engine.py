@@ -100,6 +100,9 @@ def _write_input_shard(out: Path, shard: int, ids: list[int], texts: list,
 
 def prepare(cfg: AtlasConfig, out: Path, model_for_probes: Callable[[], object]) -> dict:
     """Input shards + manifest; reused as they are when resuming a prepared run."""
+    if out.exists() and not out.is_dir():
+        raise AtlasError(N_("--out {out} is a file; the atlas writes a folder of files there. "
+                            "Choose a new folder's name."), out=out)
     old = read_json(out / MANIFEST)
     ident = cfg.identity()
     if old is not None:

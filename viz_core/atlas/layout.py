@@ -78,10 +78,12 @@ def write_error(out: Path, err: VizError | None) -> None:
     msgid and values, each value as JSON or its text), so the page that started the run can
     show it in its reader's language; None removes an earlier run's. Only where `out` is a
     folder already (a bad --out stays untouched)."""
+    if not Path(out).is_dir():
+        return
     path = Path(out) / ERROR
     if err is None:
         path.unlink(missing_ok=True)
-    elif Path(out).is_dir():
+    else:
         write_json(path, {"msgid": err.msgid, "values": {
             k: v if isinstance(v, (int, float, bool, type(None))) else str(v)
             for k, v in err.values.items()}, "message": str(err)})
