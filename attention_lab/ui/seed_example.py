@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from viz_core.i18n import _
+from viz_core.i18n import N_, _
 
 from .charts import chart
 from .controls import block_kind_label, url_number, url_select
@@ -22,8 +22,9 @@ MODEL = "en-fr"
 PAIR = ("the animal didn't cross the street because it was too tired",
         "the animal didn't cross the street because it was too wide")
 KINDS = ["encoder.self", "decoder.cross"]
-QUERY = {"encoder.self": "the source token “it”",
-         "decoder.cross": "the decoder row that writes il / elle"}
+QUERY = {"encoder.self": N_("the source token “it”"),
+         "decoder.cross": N_("the decoder row that writes il / elle")}
+STACK = {"encoder": N_("Encoder"), "decoder": N_("Decoder")}
 
 
 def card_head(model) -> tuple[str, int, int]:
@@ -102,8 +103,8 @@ def show(sel) -> None:
             column.code(line, language=None, wrap_lines=True)
         fig = referent_panels(panels, title=_("{value} layer {layer} · head {head}: attention "
                                               "from {value2}").format(
-                                                value=kind.split('.')[0], layer=layer, head=head,
-                                                value2=QUERY[kind]))
+                                                value=_(STACK[kind.split('.')[0]]),
+                                                layer=layer, head=head, value2=_(QUERY[kind])))
         chart(fig, key="it_follows", name=f"it-follows-{kind}-{layer}-{head}")
         animal = [float(p["weights"][1]) for p in panels]
         street = [float(p["weights"][6]) for p in panels]

@@ -17,10 +17,10 @@ def model():
     return vc.load("en-fr", device="cpu")
 
 
-def box_figure(at):
+def box_figure(at, marker: str = "attention from"):
     for chart in at.get("plotly_chart"):
         spec = json.loads(chart.proto.spec)
-        if "attention from" in json.dumps(spec["layout"].get("title", "")):
+        if marker in json.dumps(spec["layout"].get("title", ""), ensure_ascii=False):
             return spec
     raise AssertionError("no 'it follows the adjective' chart")
 
@@ -52,7 +52,7 @@ def test_box_shows_the_flip_with_the_cards_head(model):
     top = model.card["metrics"]["because"]["patching"]["top"][0]
     assert top["block"].startswith("decoder.") and top["block"].endswith(".cross")
     assert (kind, layer, head) == ("decoder.cross", int(top["block"].split(".")[1]), top["head"])
-    assert f"decoder layer {layer} · head {head}" in spec["layout"]["title"]["text"]
+    assert f"Decoder layer {layer} · head {head}" in spec["layout"]["title"]["text"]
     animal, street = 1, 6
     caption = next(c.value for c in at.caption if c.value.startswith("Blue: the noun"))
     assert f"puts {bars[0][animal]:.2f} on animal and {bars[0][street]:.2f} on street" in caption
@@ -73,7 +73,7 @@ def test_head_pickers_are_in_the_url(model):
                   it_layer=1, it_head=2)
     no_errors(at)
     spec = box_figure(at)
-    assert "decoder layer 1 · head 2" in spec["layout"]["title"]["text"]
+    assert "Decoder layer 1 · head 2" in spec["layout"]["title"]["text"]
     rows = expected_rows(model, "decoder.cross", 1, 2)
     for trace, want in zip(spec["data"], rows):
         np.testing.assert_allclose(values(trace["y"]), want, atol=1e-6)
@@ -108,3 +108,24 @@ def test_no_box_for_other_models():
     at = open_app("attention", model="dates", text="9 may 2018")
     no_errors(at)
     assert not any("follows the adjective" in e.label for e in at.expander)
+
+
+def test_the_box_speaks_chinese(model):
+    """In 简体中文 the chart's title names the stack and the query row in Chinese (they were
+    English words inside the translated title)."""
+    from attention_lab.ui.seed_example import QUERY, STACK
+    from viz_core import i18n
+
+    at = open_app("attention", model="en-fr", text=PAIR[0], lang="zh")
+    no_errors(at)
+    kind, layer, head = card_head(model)
+    previous = i18n.language()
+    i18n.set_language("zh")
+    try:
+        query = i18n._(QUERY[kind])
+        title = i18n._("{value} layer {layer} · head {head}: attention from {value2}").format(
+            value=i18n._(STACK[kind.split(".")[0]]), layer=layer, head=head, value2=query)
+    finally:
+        i18n.set_language(previous)
+    assert query != QUERY[kind] and "解码器" in title
+    assert box_figure(at, query)["layout"]["title"]["text"] == title

@@ -269,3 +269,46 @@ def test_a_message_inside_a_message_is_translated_too():
     finally:
         i18n.set_language("en")
     assert translated(warning) == str(warning)
+
+
+def untranslatable_errors(path: Path) -> list[str]:
+    """Raises of the app's own errors whose message cannot be translated where shown: an
+    f-string, a .format() call, a + or a bare literal in place of an N_() template with its
+    values as keywords (viz_core/errors.py)."""
+    from viz_core import errors as E
+
+    names = {n for n, c in vars(E).items() if isinstance(c, type) and issubclass(c, E.VizError)}
+    names |= {"AtlasError", "AtlasInputError"}  # the atlas's own, raised the same way
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not (isinstance(node, ast.Call) and node.args):
+            continue
+        f = node.func
+        if (f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)) not in names:
+            continue
+        a = node.args[0]
+        if (isinstance(a, (ast.JoinedStr, ast.BinOp)) or
+                (isinstance(a, ast.Constant) and isinstance(a.value, str)) or
+                (isinstance(a, ast.Call) and isinstance(a.func, ast.Attribute)
+                 and a.func.attr == "format")):
+            found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(a)[:60]}")
+    return found
+
+
+def test_every_error_the_user_reads_can_be_translated():
+    files = [*sorted((ROOT / "viz_core").rglob("*.py")), *ui_files(),
+             *sorted((ROOT / "attention_lab").glob("*.py"))]
+    assert [f for p in files for f in untranslatable_errors(p)] == []
+
+
+def test_the_error_check_finds_each_untranslatable_form(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text('raise InputError(f"no {x}")\nraise CheckpointError("plain")\n'
+                   'raise InputError("a {x}".format(x=1))\nraise ModelLoadError("a" + b)\n'
+                   'raise InputError(N_("fine {x}"), x=1)\nraise InputError(CONSTANT, x=1)\n')
+    global ROOT
+    root, ROOT = ROOT, tmp_path
+    try:
+        assert [f.split(":")[1] for f in untranslatable_errors(bad)] == ["1", "2", "3", "4"]
+    finally:
+        ROOT = root

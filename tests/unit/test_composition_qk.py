@@ -209,5 +209,7 @@ def test_qk_masked_cell_and_bad_input(tiny):
         with pytest.raises(InputError, match=msg):
             model.qk_attribution(*args)
     t5 = tiny("t5")
-    with pytest.raises(InputError, match="self-attention blocks"):
+    with pytest.raises(InputError, match="self-attention blocks") as err:
         t5.qk_attribution(TEXT, "decoder.1.cross", 0, 0, 0)
+    # its template and values, so the app shows it in the reader's language
+    assert err.value.values == {"block": "decoder.1.cross"} and "{block!r}" in err.value.msgid

@@ -42,8 +42,8 @@ from .contributions import (
 from .parts import HeadWeights, NormSpec
 
 POSITION_BIAS = "position bias"
-CROSS = ("QK attribution covers self-attention blocks; the keys of {block!r} come from the "
-         "encoder's output, not from this stream.")
+CROSS = N_("QK attribution covers self-attention blocks; the keys of {block!r} come from the "
+           "encoder's output, not from this stream.")
 
 
 @dataclass
@@ -81,7 +81,7 @@ def _check_block(trace, block) -> tuple[str, int]:
                             block=block, list=list(trace.blocks))
     stack, number, kind = block.split(".")
     if kind != "self":
-        raise InputError(CROSS.format(block=block))
+        raise InputError(CROSS, block=block)
     return stack, int(number)
 
 
@@ -254,7 +254,7 @@ def qk_attribution(model, text: str, block: str, head: int, query: int, key: int
     (DecompositionError otherwise); ``target`` teacher-forces a decoder's input."""
     check_decomposable(model)
     if isinstance(block, str) and block.endswith(".cross"):
-        raise InputError(CROSS.format(block=block))  # before running the model
+        raise InputError(CROSS, block=block)  # before running the model
     trace = run(model, text, target)
     stack, number = _check_block(trace, block)
     bt = trace[block]

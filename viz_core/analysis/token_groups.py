@@ -25,6 +25,7 @@ from typing import Literal
 import numpy as np
 
 from ..errors import InputError
+from ..i18n import N_
 
 TokenGrouping = Literal["token", "character", "word"]
 PART = re.compile(r"(.)([⁰¹²³⁴⁵⁶⁷⁸⁹]+)/([₀₁₂₃₄₅₆₇₈₉]+)")  # "累¹/₂": the char, k, n
@@ -55,7 +56,8 @@ def token_groups(tokens: Sequence[str], by: TokenGrouping = "character") -> list
     """Consecutive token positions, grouped ``by`` "token" (each alone), "character" or
     "word" (module docstring)."""
     if by not in ("token", "character", "word"):
-        raise InputError(f"Group tokens by 'token', 'character' or 'word', not {by!r:.40}.")
+        raise InputError(N_("Group tokens by 'token', 'character' or 'word', not {by!r}."),
+                         by=str(by)[:40])
     labels = [str(t) for t in tokens]
     spaced = any(t.startswith("▁") for t in labels)
     groups: list[list[int]] = []
@@ -102,6 +104,7 @@ def grouped_attention(pattern, groups: Sequence[Sequence[int]],
     for name, gs, size in (("query", groups, a.shape[-2]), ("key", key_groups, a.shape[-1])):
         flat = [i for g in gs for i in g]
         if sorted(flat) != list(range(size)):
-            raise InputError(f"The {name} groups must cover the {size} tokens once each.")
+            raise InputError(N_("The {name} groups must cover the {size} tokens once each."),
+                             name=name, size=size)
     cols = np.stack([a[..., list(g)].sum(-1) for g in key_groups], axis=-1)
     return np.stack([cols[..., list(g), :].mean(-2) for g in groups], axis=-2)

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import CheckpointError
+from ..i18n import N_
 from .choices import VocabLevel, options
 
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
@@ -52,9 +53,11 @@ class Vocab:
 
     def __post_init__(self):
         if list(self.tokens[:4]) != list(SPECIALS):
-            raise CheckpointError(f"vocabulary must start with {list(SPECIALS)}")
+            raise CheckpointError(N_("vocab.json: a vocabulary must start with {specials}."),
+                                  specials=list(SPECIALS))
         if self.level not in options(VocabLevel):
-            raise CheckpointError(f"vocabulary level must be 'word' or 'char', not {self.level!r}")
+            raise CheckpointError(N_("vocab.json: a vocabulary's level must be 'word' or 'char', "
+                                     "not {level!r}."), level=str(self.level)[:40])
         self.index = {t: i for i, t in enumerate(self.tokens)}
         self.longest = max((len(t) for t in self.tokens if CJK_RE.fullmatch(t)), default=1)
 
@@ -121,8 +124,8 @@ class Vocab:
     @classmethod
     def from_dict(cls, data) -> Vocab:
         if not isinstance(data, dict) or not isinstance(data.get("tokens"), list):
-            raise CheckpointError("vocab.json: each vocabulary needs a 'tokens' list")
+            raise CheckpointError(N_("vocab.json: each vocabulary needs a 'tokens' list."))
         if not all(isinstance(t, str) for t in data["tokens"]):
-            raise CheckpointError("vocab.json: tokens must be strings")
+            raise CheckpointError(N_("vocab.json: tokens must be strings."))
         return cls(list(data["tokens"]), data.get("level", "word"), bool(data.get("lowercase", True)),
                    bool(data.get("segment", False)))
