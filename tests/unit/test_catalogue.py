@@ -271,7 +271,7 @@ def test_a_message_inside_a_message_is_translated_too():
     assert translated(warning) == str(warning)
 
 
-def untranslatable_errors(path: Path) -> list[str]:
+def untranslatable_errors(path: Path, root: Path = ROOT) -> list[str]:
     """Raises of the app's own errors whose message cannot be translated where shown: an
     f-string, a .format() call, a + or a bare literal in place of an N_() template with its
     values as keywords (viz_core/errors.py)."""
@@ -291,7 +291,7 @@ def untranslatable_errors(path: Path) -> list[str]:
                 (isinstance(a, ast.Constant) and isinstance(a.value, str)) or
                 (isinstance(a, ast.Call) and isinstance(a.func, ast.Attribute)
                  and a.func.attr == "format")):
-            found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(a)[:60]}")
+            found.append(f"{path.relative_to(root)}:{node.lineno}: {ast.unparse(a)[:60]}")
     return found
 
 
@@ -306,9 +306,5 @@ def test_the_error_check_finds_each_untranslatable_form(tmp_path):
     bad.write_text('raise InputError(f"no {x}")\nraise CheckpointError("plain")\n'
                    'raise InputError("a {x}".format(x=1))\nraise ModelLoadError("a" + b)\n'
                    'raise InputError(N_("fine {x}"), x=1)\nraise InputError(CONSTANT, x=1)\n')
-    global ROOT
-    root, ROOT = ROOT, tmp_path
-    try:
-        assert [f.split(":")[1] for f in untranslatable_errors(bad)] == ["1", "2", "3", "4"]
-    finally:
-        ROOT = root
+    assert [f.split(":")[1] for f in untranslatable_errors(bad, tmp_path)] == ["1", "2", "3",
+                                                                               "4"]
