@@ -13,6 +13,7 @@ from viz_core.atlas import load_patching
 from viz_core.atlas.circuit import EDGE, load_circuit, mean_edges
 from viz_core.atlas.figures import patching_map, patching_pairs_table, patching_ranking
 from viz_core.atlas.launch import launch, new_run_dir
+from viz_core.atlas.layout import error_of
 from viz_core.errors import VizError
 from viz_core.figures.circuit import circuit_figure
 from viz_core.i18n import N_, _, bound, ngettext
@@ -141,7 +142,9 @@ def run_notices(info: dict) -> None:
             said = ngettext("{n:,} pair could not be patched and is left out; the first (pair "
                             "{example}): {error}", "{n:,} pairs could not be patched and are "
                             "left out; the first (pair {example}): {error}", n)
-        st.warning(said.format(n=n, example=first.get("example"), error=first.get("error")),
+        kept = error_of(first.get("data"))  # its template and values: in the reader's language
+        st.warning(said.format(n=n, example=first.get("example"),
+                               error=translated(kept) if kept else first.get("error")),
                    icon="⚠️")
     if info.get("small_gap"):
         n = int(info["small_gap"])

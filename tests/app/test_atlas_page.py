@@ -214,6 +214,29 @@ def test_page_opens_a_patching_run(patching_dir, monkeypatch, tmp_path):
     assert at.query_params["ahead"] in ("3", ["3"])
 
 
+def test_a_pairs_error_reads_in_the_readers_language(patching_dir, monkeypatch, tmp_path):
+    """A pair that could not be patched: its error is kept as data beside its shard
+    (shards/errors-*.json), so in 简体中文 the warning quotes it in Chinese, not the
+    English text of the shard's error column."""
+    from viz_core import i18n
+    from viz_core.atlas.layout import error_of
+
+    first = json.loads((patching_dir / "atlas.json").read_text())["errors"][0]
+    kept = error_of(first["data"])
+    assert str(kept) == first["error"] and "3 tokens" in first["error"]
+    previous = i18n.language()
+    i18n.set_language("zh")
+    try:
+        chinese = i18n._(kept.msgid).format(**kept.values)
+    finally:
+        i18n.set_language(previous)
+    assert chinese != first["error"]
+    at = open_page(monkeypatch, tmp_path, model="lm", atlas=patching_dir, lang="zh")
+    assert not at.exception, [e.message for e in at.exception]
+    said = [w.value for w in at.warning if chinese in w.value]
+    assert said and first["error"] not in said[0], [w.value for w in at.warning]
+
+
 @pytest.fixture(scope="module")
 def circuit_dir(patching_dir):
     out = patching_dir.parent / "circuit"

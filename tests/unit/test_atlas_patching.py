@@ -98,7 +98,9 @@ def test_each_pair_keeps_its_metric_and_the_bad_pair_its_message(finished, refer
     assert pairs.loc[3, "metric"].startswith("logit diff 'eat' - 'sees'")
     bad = pairs.loc[5, "error"]
     assert "3 tokens" in bad and "2" in bad  # both counts, as model.patch says them
-    assert info["errors"] == [{"example": 5, "error": bad}]
+    (first,) = info["errors"]  # with its template and values, to show it translated
+    assert (first["example"], first["error"], first["data"]["message"]) == (5, bad, bad)
+    assert first["data"]["values"]["n_clean_ids"] == 3
     # pairs whose corruption moves the metric by under 1% of its size (at least 1): 3 here
     small = [abs(c - k) < 0.01 * max(1.0, abs(c), abs(k)) for c, k, _ in metrics]
     assert info["small_gap"] == sum(small) == 3

@@ -7,6 +7,7 @@
     summary.parquet, top.parquet, hist.parquet, atlas.json   the per-head summary
     progress.json             done / total / examples per second, rewritten as shards finish
     error.json                a failed run's message as data (write_error), for the page
+    shards/errors-00000.json  a pair task's failed pairs' errors as data (error_data)
 """
 
 from __future__ import annotations
@@ -31,6 +32,11 @@ def examples_path(out: Path, shard: int) -> Path:
 
 def heads_path(out: Path, shard: int) -> Path:
     return Path(out) / "shards" / f"heads-{shard:05d}.parquet"
+
+
+def errors_path(out: Path, shard: int) -> Path:
+    """A pair task's shard's errors as data ({example: error_data}), beside its rows."""
+    return Path(out) / "shards" / f"errors-{shard:05d}.json"
 
 
 def shard_done(out: Path, shard: int) -> bool:
@@ -84,15 +90,25 @@ def write_error(out: Path, err: VizError | None) -> None:
     if err is None:
         path.unlink(missing_ok=True)
     else:
-        write_json(path, {"msgid": err.msgid, "values": {
-            k: v if isinstance(v, (int, float, bool, type(None))) else str(v)
-            for k, v in err.values.items()}, "message": str(err)})
+        write_json(path, error_data(err))
+
+
+def error_data(err: VizError) -> dict:
+    """A VizError as JSON: its template, its values (each as JSON or its text), its text."""
+    return {"msgid": err.msgid, "values": {
+        k: v if isinstance(v, (int, float, bool, type(None))) else str(v)
+        for k, v in err.values.items()}, "message": str(err)}
 
 
 def read_error(out: Path) -> VizError | None:
     """The message write_error kept in `out`, as a VizError to translate; None where none."""
-    data = read_json(Path(out) / ERROR)
-    if not data or not isinstance(data.get("msgid"), str):
+    return error_of(read_json(Path(out) / ERROR))
+
+
+def error_of(data) -> VizError | None:
+    """error_data's dict back as a VizError (None for anything else); a template its values
+    do not fill gives the kept text."""
+    if not isinstance(data, dict) or not isinstance(data.get("msgid"), str):
         return None
     values = data.get("values") if isinstance(data.get("values"), dict) else {}
     try:

@@ -38,6 +38,8 @@ from .layout import (
     INFO,
     MANIFEST,
     done_shards,
+    error_data,
+    errors_path,
     examples_path,
     heads_path,
     input_path,
@@ -154,6 +156,7 @@ class PatchingWorker:
         pairs: dict[str, list] = {f.name: [] for f in PAIRS_SCHEMA}
         eff: dict[str, list] = {f.name: [] for f in schema}
         columns = [f.name for f in schema][1:]  # *unit, value
+        kept: dict[str, dict] = {}  # each failed pair's error as data, for translation
         for i, row in enumerate(table):
             if i > 0:
                 self._maybe_die(shard)
@@ -165,6 +168,7 @@ class PatchingWorker:
                 for k in ("metric", "clean_metric", "corrupted_metric", "n_tokens"):
                     pairs[k].append(None)
                 pairs["error"].append(str(err)[:500])
+                kept[str(row["example"])] = error_data(err)
                 continue
             pairs["metric"].append(str(p.metric))
             pairs["clean_metric"].append(float(p.clean))
@@ -176,6 +180,7 @@ class PatchingWorker:
                 eff["example"].append(row["example"])
                 for name, v in zip(columns, cell):
                     eff[name].append(v)
+        write_json(errors_path(self.out, shard), kept)
         write_atomic(examples_path(self.out, shard), pa.table(pairs, schema=PAIRS_SCHEMA))
         # the per-unit file (heads-*.parquet, for edges too) is the shard's "done" mark
         write_atomic(heads_path(self.out, shard), pa.table(eff, schema=schema))
@@ -249,11 +254,15 @@ def summarize_pairs(task: PairTask, out: Path, complete: bool, run: dict | None 
         ex = pq.read_table(examples_path(out, s), columns=[
             "example", "metric", "error", "clean_metric", "corrupted_metric"]).to_pylist()
         counts["examples"] += len(ex)
+        kept = None
         for r in ex:
             if r["error"] is not None:
                 counts["failed"] += 1
-                if len(errors) < 5:
-                    errors.append({"example": r["example"], "error": r["error"]})
+                if len(errors) < 5:  # the text, and its template and values where kept
+                    kept = (read_json(errors_path(out, s)) or {}) if kept is None else kept
+                    data = kept.get(str(r["example"])) if isinstance(kept, dict) else None
+                    errors.append({"example": r["example"], "error": r["error"],
+                                   **({"data": data} if isinstance(data, dict) else {})})
             elif r["metric"]:  # the first 20 kinds of metric, then "other"
                 key = r["metric"] if r["metric"] in metrics or len(metrics) < 20 else "other"
                 metrics[key] = metrics.get(key, 0) + 1
