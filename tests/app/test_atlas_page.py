@@ -10,6 +10,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tests.support.language import in_chinese
 from viz_core.atlas import AtlasConfig, run_atlas
 from viz_core.atlas.inputs import AtlasInputError
 
@@ -133,7 +134,6 @@ def test_a_failed_run_says_why_in_the_readers_language(monkeypatch, tmp_path):
     """The run is a subprocess, which speaks English; it keeps its message as data
     (error.json: template and values) and the page shows it translated. en-fr's probe set
     alone, in 简体中文."""
-    from viz_core import i18n
     from viz_core.atlas.layout import read_error
 
     at = open_page(monkeypatch, tmp_path, model="en-fr", lang="zh")
@@ -144,12 +144,7 @@ def test_a_failed_run_says_why_in_the_readers_language(monkeypatch, tmp_path):
     (run,) = list((tmp_path / "home").iterdir())
     kept = read_error(run)
     assert kept is not None and "found 2" in str(kept)  # the CLI's message, kept whole
-    previous = i18n.language()
-    i18n.set_language("zh")
-    try:
-        chinese = i18n._(kept.msgid).format(**kept.values)
-    finally:
-        i18n.set_language(previous)
+    chinese = in_chinese(kept.msgid, **kept.values)
     assert chinese != str(kept) and "2" in chinese
     assert [e.value for e in at.error] == [chinese]
 
@@ -218,18 +213,12 @@ def test_a_pairs_error_reads_in_the_readers_language(patching_dir, monkeypatch, 
     """A pair that could not be patched: its error is kept as data beside its shard
     (shards/errors-*.json), so in 简体中文 the warning quotes it in Chinese, not the
     English text of the shard's error column."""
-    from viz_core import i18n
     from viz_core.atlas.layout import error_of
 
     first = json.loads((patching_dir / "atlas.json").read_text())["errors"][0]
     kept = error_of(first["data"])
     assert str(kept) == first["error"] and "3 tokens" in first["error"]
-    previous = i18n.language()
-    i18n.set_language("zh")
-    try:
-        chinese = i18n._(kept.msgid).format(**kept.values)
-    finally:
-        i18n.set_language(previous)
+    chinese = in_chinese(kept.msgid, **kept.values)
     assert chinese != first["error"]
     at = open_page(monkeypatch, tmp_path, model="lm", atlas=patching_dir, lang="zh")
     assert not at.exception, [e.message for e in at.exception]

@@ -10,6 +10,7 @@ import pytest
 import viz_core as vc
 from attention_lab.ui.seed_example import PAIR, card_head
 from tests.support.apptest import no_errors, open_app
+from tests.support.language import in_chinese
 
 
 @pytest.fixture(scope="module")
@@ -114,18 +115,13 @@ def test_the_box_speaks_chinese(model):
     """In 简体中文 the chart's title names the stack and the query row in Chinese (they were
     English words inside the translated title)."""
     from attention_lab.ui.seed_example import QUERY, STACK
-    from viz_core import i18n
 
     at = open_app("attention", model="en-fr", text=PAIR[0], lang="zh")
     no_errors(at)
     kind, layer, head = card_head(model)
-    previous = i18n.language()
-    i18n.set_language("zh")
-    try:
-        query = i18n._(QUERY[kind])
-        title = i18n._("{value} layer {layer} · head {head}: attention from {value2}").format(
-            value=i18n._(STACK[kind.split(".")[0]]), layer=layer, head=head, value2=query)
-    finally:
-        i18n.set_language(previous)
+    query = in_chinese(QUERY[kind])
+    title = in_chinese("{value} layer {layer} · head {head}: attention from {value2}",
+                       value=in_chinese(STACK[kind.split(".")[0]]), layer=layer, head=head,
+                       value2=query)
     assert query != QUERY[kind] and "解码器" in title
     assert box_figure(at, query)["layout"]["title"]["text"] == title

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.browser_support import CHROMIUM, SCRIPT_IDLE, streamlit_server
+from tests.support.language import in_chinese
 from viz_core.atlas import AtlasConfig, load_atlas, run_atlas
 from viz_core.atlas.figures import top_table
 
@@ -104,15 +105,10 @@ def test_a_file_uploaded_in_chinese_runs_the_atlas(served, chromium_browser):
     ("Upload", "200MB per file • TXT, …") in English only, so file_box's style rule must show
     them translated and the English not at all; a file set on it runs a small atlas, whose
     progress bar speaks Chinese too, and the result opens."""
-    from viz_core import i18n
-
-    previous = i18n.language()
-    i18n.set_language("zh")
-    try:
-        zh = {s: i18n._(s) for s in ("A file (.txt, .csv, .parquet)", "Upload", "Run the atlas",
-                                     "Done.", "Up to {mb} MB per file • {types}")}
-    finally:
-        i18n.set_language(previous)
+    zh = {s: in_chinese(s) for s in ("A file (.txt, .csv, .parquet)", "Upload",
+                                     "Run the atlas", "Done.")}
+    zh["limit"] = in_chinese("Up to {mb} MB per file • {types}", mb=200,
+                             types="TXT, CSV, TSV, PARQUET")
     assert zh["Upload"] != "Upload"  # the catalogue has it
     base, _run = served
     page = chromium_browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -134,8 +130,7 @@ def test_a_file_uploaded_in_chinese_runs_the_atlas(served, chromium_browser):
                     '[data-testid=stFileUploaderDropzoneInstructions] span'))};
     }""")
     for part, words in (("button", zh["Upload"]),
-                        ("limit", zh["Up to {mb} MB per file • {types}"].format(
-                            mb=200, types="TXT, CSV, TSV, PARQUET"))):
+                        ("limit", zh["limit"])):
         assert shown[part]["after"] == f'"{words}"', shown  # the translation is drawn
         assert shown[part]["afterSize"] == "14px"  # at the size of Streamlit's own text
         assert shown[part]["size"] == "0px", shown  # and Streamlit's English is not

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 import viz_core as vc
-from viz_core import i18n
+from tests.support.language import speaking
 from viz_core.analysis.block import (
     STEP_LABELS,
     added,
@@ -195,11 +195,8 @@ def test_rows_norms_and_shapes_from_a_trace():
     # every step is a formula or has a label in the reader's language
     formulas = {"Q = x W_Q", "K, V", "softmax", "z = pattern · V", "W_O"}
     assert set(steps) - formulas <= set(STEP_LABELS)
-    i18n.set_language("zh")
-    try:
+    with speaking("zh"):
         assert all(step_label(s) != s for s in set(steps) - formulas)
-    finally:
-        i18n.set_language("en")
     assert [step_label(s) for s in steps] == list(steps)
 
 

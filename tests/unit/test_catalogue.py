@@ -14,6 +14,7 @@ from babel.messages.extract import extract_from_dir
 from babel.messages.frontend import parse_mapping_cfg
 from babel.messages.pofile import read_po
 
+from tests.support.language import speaking
 from viz_core import i18n
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -261,13 +262,10 @@ def test_a_message_inside_a_message_is_translated_too():
     name = i18n.Message(METRIC_LOGIT, token="'king'", position=9)
     warning = i18n.Message(SMALL_GAP_WARNING, name=name, clean=1.0, corrupted=0.99)
     assert str(name) == "logit 'king' at 9" and "logit 'king' at 9" in warning
-    i18n.set_language("zh")
-    try:
+    with speaking("zh"):
         assert translated(name) == "位置 9 处的 logit 'king'"
         shown = translated(warning)
         assert "位置 9 处的 logit 'king'" in shown and "at 9" not in shown
-    finally:
-        i18n.set_language("en")
     assert translated(warning) == str(warning)
 
 

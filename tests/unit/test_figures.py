@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from tests.support.beam_trees import synthetic_tree
+from tests.support.language import speaking
 from viz_core import i18n
 from viz_core.analysis.heads import masked_softmax
 from viz_core.capture.trace import BlockTrace
@@ -466,11 +467,8 @@ def test_beam_tree_one_marker_per_node_one_edge_per_link():
 def test_beam_tree_speaks_the_readers_language():
     tree = synthetic_tree()
     english = beam_tree_figure(tree)
-    i18n.set_language("zh")
-    try:
+    with speaking("zh"):
         zh = beam_tree_figure(tree)
-    finally:
-        i18n.set_language("en")
     names = [(e.name, z.name) for e, z in zip(english.data, zh.data, strict=True)
              if e.showlegend is not False]
     assert names and all(z == i18n.translations("zh").gettext(e) != e for e, z in names)

@@ -227,7 +227,7 @@ def test_an_id_that_could_be_a_folder_says_there_is_none(monkeypatch, tmp_path):
     """"user/model" reads as a Hub id; when it cannot be loaded, the message also says no
     folder of that name is here (the reader may have meant one), in the reader's language."""
     from attention_lab.ui.errors import translated
-    from viz_core import i18n
+    from tests.support.language import speaking
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -237,11 +237,8 @@ def test_an_id_that_could_be_a_folder_says_there_is_none(monkeypatch, tmp_path):
     with pytest.raises(ModelLoadError) as plain:
         vc.load("bert-small-nowhere")
     assert "no folder" not in str(plain.value)  # one word: told as a Hub id alone
-    i18n.set_language("zh")
-    try:
+    with speaking("zh"):
         assert "这里也没有名为 'my-models/bert-small' 的文件夹" in translated(err.value)
-    finally:
-        i18n.set_language("en")
 
 
 def test_folder_without_config_is_an_error(tmp_path):
