@@ -76,7 +76,9 @@ def test_each_pair_keeps_its_metric_and_the_bad_pair_its_message(finished, refer
         assert row["corrupted_metric"] == pytest.approx(a.corrupted, abs=1e-9)
     bad = pairs.loc[5, "error"]
     assert "3" in bad and "2" in bad  # both token counts, as edge_attribution says them
-    assert info["errors"] == [{"example": 5, "error": bad}]
+    (first,) = info["errors"]  # with its template and values, to show it translated
+    assert (first["example"], first["error"], first["data"]["message"]) == (5, bad, bad)
+    assert first["data"]["values"]["n_clean_ids"] == 3
 
 
 def test_top_pairs_of_an_edge_are_those_of_the_largest_size(finished, reference):
