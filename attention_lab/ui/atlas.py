@@ -80,10 +80,10 @@ def _named(err, names: dict[str, str]):
     """A run's error with each saved copy's path shown as the file's own name."""
     if isinstance(err, VizError) and err.values:
         return VizError(err.msgid, **{k: names.get(str(v), v) for k, v in err.values.items()})
-    text = err if isinstance(err, str) else str(err)
+    text = str(err)
     for path, name in names.items():
         text = text.replace(path, name)
-    return text if isinstance(err, str) or text != str(err) else err
+    return err if text == str(err) else text
 
 
 def _follow(job, out: Path, names: dict[str, str]) -> None:
