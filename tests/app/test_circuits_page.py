@@ -67,6 +67,25 @@ def test_induction_circuit_and_url_state(reference):
     assert "Edges (CSV)" in [b.proto.label for b in at.get("download_button")]
 
 
+def test_a_repeated_texts_own_pair_shows_the_induction_circuit():
+    """No pair in the address: the sidebar's example (a repeated sequence) and its suggested
+    corruption, the earlier occurrence of its last word replaced. EAP-IG's top 5 then hold
+    the previous-token head -> induction head (k) edge, both heads found from their patterns."""
+    from viz_core.atlas.worker import trace_rows
+
+    at = open_app("circuits", model="induction")
+    no_errors(at)
+    clean, corrupted = at.session_state["circ_clean"], at.session_state["circ_corrupt"]
+    assert clean.split()[-1] == corrupted.split()[-1] and clean != corrupted
+    cols, _ = trace_rows(vc.load("induction", device="cpu").trace(clean, capture=("pattern",),
+                                                                   max_new=0))
+    best = {role: max(zip(cols[role], cols["layer"], cols["head"])) for role in
+            ("previous", "induction")}
+    prev, ind = (f"decoder.{layer}.self.h{head}" for _, layer, head in best.values())
+    drawn = _drawn(_figures(at)[0])
+    assert (prev, ind, "k") in drawn and any(s == ind for s, _, _ in drawn)
+
+
 def test_a_picked_head_opens_on_which_heads_matter():
     at = open_app("circuits", model="induction", circ_clean=CLEAN, circ_corrupt=CORRUPTED,
                   circ_top=5)

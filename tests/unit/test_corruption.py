@@ -117,3 +117,16 @@ def test_chinese_prefers_characters_that_are_words():
     for text, word in (("这只狗没有吃一块蛋糕", "狗"), ("两只黑色的猫坐在垫子上", "猫")):
         c = suggest_corruption(text, model.count_tokens, model.examples())
         assert c.replaced == word and model.count_tokens(c.text) == model.count_tokens(text)
+
+
+def test_a_repeated_text_gets_the_induction_corruption():
+    """The last two words occurred together before: their earlier last word is replaced (by a
+    word the text does not have) and the last word stays; a last word seen before after
+    another word ("went to ... a drink to") is still the one replaced."""
+    text = "cat sees the red king cat sees the red king"
+    c = suggest_corruption(text, lambda t: len(t.split()), ["a dog and a bird"])
+    assert (c.replaced, c.start) == ("king", text.index("king"))
+    assert c.text.endswith("red king") and c.by not in text.split()
+    ioi = "When Mary and John went to the store, John gave a drink to"
+    c = suggest_corruption(ioi, lambda t: len(t.split()))
+    assert c.replaced == "to" and c.start == ioi.rindex("to")

@@ -10,6 +10,13 @@ common nouns, then the words of the model's examples. An adjective of the textbo
 two kinds comes first with one of the other kind: "...because it was too tired" becomes
 "...too wide", so "it" changes from the animal to the street (the minimal pair of the
 self-attention tutorials; the adjectives of viz_core.tasks.en_fr, and zh_en's 累 -> 宽).
+
+A text that repeats itself ("... red king cat sees the red king": its last two words occurred
+together before) gets the induction corruption instead: the earlier occurrence of the last
+word is replaced, so a head looking back for "what followed king last time" finds no king,
+while the last word itself stays. That is the corruption under which the textbook induction
+circuit (previous-token head -> induction head's key -> logits) carries the answer (Olsson et
+al., 2022); replacing the last word instead changes what the induction head looks for.
 """
 
 from __future__ import annotations
@@ -70,6 +77,16 @@ def _candidates(word: str, pool: Iterable[str]) -> list[str]:
     return out
 
 
+def _earlier_occurrence(words: list[re.Match]) -> re.Match | None:
+    """The latest earlier occurrence of the last word that the word before the last also
+    preceded (the text repeats a stretch), else None. Compared case-blind."""
+    low = [m.group().lower() for m in words]
+    for i in range(len(low) - 2, 0, -1):
+        if low[i] == low[-1] and low[i - 1] == low[-2]:
+            return words[i]
+    return None
+
+
 def suggest_corruption(text: str, count_tokens: Callable[[str], int],
                        examples: Sequence[str] = (), max_chars: int | None = None
                        ) -> Corruption | None:
@@ -108,14 +125,22 @@ def suggest_corruption(text: str, count_tokens: Callable[[str], int],
         return None
     tries = 0
     contrasts = _contrasts()
+    repeat = _earlier_occurrence(words)
+    seen = {m.group().lower() for m in words}
     # last word first; in Chinese, a character that is a word of its own (a common noun, a
     # textbook adjective) before the others, which are often half of a longer word
     whole = set(FALLBACK_HAN) | {w for w in contrasts if _han(w)}
-    for m in sorted(reversed(words), key=lambda m: m.group() not in whole):
+    order = sorted(reversed(words), key=lambda m: m.group() not in whole)
+    if repeat is not None:
+        order = [repeat] + [m for m in order if m is not repeat]
+    for m in order:
         if m.group() in HAN_FUNCTION:
             continue
         room = None if max_chars is None else max_chars - len(text) + len(m.group())
-        for w in _candidates(m.group(), contrasts.get(m.group().lower(), []) + pool):
+        candidates = _candidates(m.group(), contrasts.get(m.group().lower(), []) + pool)
+        if m is repeat:  # a word the text does not have, so nothing else starts to repeat
+            candidates.sort(key=lambda w: w.lower() in seen)
+        for w in candidates:
             if room is not None and len(w) > room:
                 continue  # too long for the box (no tokenisation spent)
             if tries >= MAX_TRIES:
