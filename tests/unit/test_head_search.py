@@ -163,3 +163,24 @@ def test_minilm_it_attends_to_animal():
     assert res.frame.score[0] == pytest.approx(best[0][2])
     strong = res.frame[res.frame.score > 0.5]
     assert len(strong) == 2 and strong.block.nunique() == 2
+
+
+def test_a_templates_description_reads_as_one_sentence_in_both_languages():
+    """"ranked by its weight on <what the template's query looks at>, averaged over n query
+    positions" (one query: said so); in 简体中文 the sentence after 排序依据 has no colon of
+    its own (the template's name, "induction:", stays in the picker)."""
+    from attention_lab.ui.errors import translated
+    from tests.support.language import speaking
+
+    trace = hand_trace()
+    ind = hs.search_template(trace, "induction")
+    assert str(ind.description) == ("weight on the token after an earlier copy of the query's "
+                                    "token, averaged over 3 query positions")
+    toks = ["a", "b", "a", "c"]
+    b = BlockTrace("decoder.0.self", uniform(causal(4))[None], None, causal(4), toks, toks)
+    one = hs.search_template(AttentionTrace({b.name: b}, None, toks), "induction")
+    assert one.queries == 1 and "at the one query position" in one.description
+    with speaking("zh"):
+        for found in (ind, one, hs.search_template(trace, "previous")):
+            text = translated(found.description)
+            assert "：" not in text and ":" not in text and "权重" in text, text

@@ -31,8 +31,15 @@ TEMPLATES = dict(zip(options(Template), (  # the Literal's order: previous, indu
     N_("first token: the first key (often a sink: [CLS], <bos>)"),
     N_("same token: other positions holding the query's token"),
 ), strict=True))
+KEYS = dict(zip(options(Template), (  # what each template's query looks at, in a sentence
+    N_("the key just before the query"),
+    N_("the token after an earlier copy of the query's token"),
+    N_("the first key"),
+    N_("other positions holding the query's token"),
+), strict=True))
 PAIR_DESCRIPTION = N_("weight from query {query} ({q_token}) to key {key} ({k_token})")
-TEMPLATE_DESCRIPTION = N_("{template}; mean over {n} query positions")
+TEMPLATE_DESCRIPTION = N_("weight on {keys}, averaged over {n} query positions")
+TEMPLATE_DESCRIPTION_ONE = N_("weight on {keys}, at the one query position that has such a key")
 SELF_ONLY = ("previous", "induction")  # positions of one sequence: self-attention only
 COLUMNS = ["block", "kind", "layer", "head", "score", "query", "key"]
 ROW_BYTES = 16 << 20  # bytes of one head's rows read at a time
@@ -207,8 +214,8 @@ def search_template(trace, template: Template, kind: BlockKind | None = None) ->
             rows.append({"block": b.name, "kind": kind, "layer": b.layer, "head": h,
                          "score": score[h], "query": int(peak_q[h]), "key": int(peak_k[h])})
     return HeadSearch(_frame(rows), kind, template, n_eligible,
-                      Message(TEMPLATE_DESCRIPTION, template=Message(TEMPLATES[template]),
-                              n=n_eligible))
+                      Message(TEMPLATE_DESCRIPTION_ONE if n_eligible == 1 else TEMPLATE_DESCRIPTION,
+                              keys=Message(KEYS[template]), n=n_eligible))
 
 
 def search_heads(trace, *, kind: BlockKind | None = None, query: int | None = None,
