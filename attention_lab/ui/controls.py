@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from viz_core import i18n
 from viz_core.i18n import N_, _, bound
 
 from . import state
+from .errors import literal
 
 # A block kind is "<stack>.<attention>": which stack a block is in and what it attends to.
 BLOCK_KIND_LABELS = {"encoder.self": N_("Encoder self-attention"),
@@ -145,14 +145,22 @@ def lazy_tabs(tabs: dict, key: str = "tab") -> None:
 
 def file_box(label: str, types: list[str], key: str):
     """st.file_uploader whose own words read in the session's language. Streamlit draws its
-    button ("Upload") and its limit ("200MB per file • TXT, CSV") in English only; in another
-    language a style rule scoped to this box (its .st-key-<key> container) hides them and
-    shows the translation in their place. -> the uploaded file or None."""
-    upload = st.file_uploader(label, type=types, key=key)
-    if i18n.language() != i18n.DEFAULT:
-        limit = _("Up to {mb} MB per file • {types}").format(
-            mb=st.get_option("server.maxUploadSize"), types=", ".join(t.upper() for t in types))
-        st.html(uploader_style(key, _("Upload"), limit))
+    button ("Upload") and its limit ("200MB per file") in English only; a style rule scoped to
+    this box (its .st-key-<key> container) hides them and shows ours in their place, with the
+    types it reads. Its refusal of another type ("application/vnd.ms-
+    excel files are not allowed.") is English too, and names a MIME type: the box takes any
+    file and a name without one of `types`' suffixes gets a message of ours, in the reader's
+    language, naming the file. -> the uploaded file of an accepted type, or None."""
+    names = ", ".join(t.upper() for t in types)
+    limit = _("Up to {mb} MB per file • {types}").format(
+        mb=st.get_option("server.maxUploadSize"), types=names)
+    st.html(uploader_style(key, _("Upload"), limit))  # first: no flash of Streamlit's words
+    upload = st.file_uploader(label, key=key)
+    if upload is not None and upload.name.rsplit(".", 1)[-1].lower() not in types:
+        st.error(_("{name} is not one of the files this box reads ({types}). Choose a file "
+                   "whose name ends in one of them.").format(name=literal(upload.name),
+                                                            types=names))
+        return None
     return upload
 
 

@@ -104,7 +104,8 @@ def test_a_file_uploaded_in_chinese_runs_the_atlas(served, chromium_browser):
     """The "A file" source end to end in 简体中文: Streamlit draws the uploader's own words
     ("Upload", "200MB per file • TXT, …") in English only, so file_box's style rule must show
     them translated and the English not at all; a file set on it runs a small atlas, whose
-    progress bar speaks Chinese too, and the result opens."""
+    progress bar speaks Chinese too, and the result opens. A file of another type gets our
+    message in Chinese naming it (Streamlit's own names a MIME type, in English)."""
     zh = {s: in_chinese(s) for s in ("A file (.txt, .csv, .parquet)", "Upload",
                                      "Run the atlas", "Done.")}
     zh["limit"] = in_chinese("Up to {mb} MB per file • {types}", mb=200,
@@ -119,6 +120,9 @@ def test_a_file_uploaded_in_chinese_runs_the_atlas(served, chromium_browser):
     page.wait_for_selector(".st-key-atlas_upload [data-testid='stFileUploaderDropzone']",
                            timeout=60_000)
     page.wait_for_selector(SCRIPT_IDLE, timeout=90_000)
+    page.wait_for_function("() => getComputedStyle(document.querySelector('.st-key-atlas_upload "
+                           "[data-testid=stFileUploaderDropzoneInstructions] span'), '::after')"
+                           ".content !== 'none'", timeout=30_000)  # the style is drawn
     shown = page.evaluate("""() => {
         const box = document.querySelector('.st-key-atlas_upload');
         const read = (el) => ({size: getComputedStyle(el).fontSize,
@@ -145,6 +149,13 @@ def test_a_file_uploaded_in_chinese_runs_the_atlas(served, chromium_browser):
                                timeout=60_000)
         page.wait_for_selector(SCRIPT_IDLE, timeout=90_000)
 
+    # a file of a type the box does not read: one message in Chinese, naming the file
+    upload("table.xlsx", "not a table")
+    wrong = page.locator("[data-testid='stAlertContentError']")
+    wrong.wait_for(timeout=60_000)
+    assert wrong.inner_text().strip() == in_chinese(
+        "{name} is not one of the files this box reads ({types}). Choose a file whose name "
+        "ends in one of them.", name="table.xlsx", types="TXT, CSV, TSV, PARQUET")
     # a file the run refuses: the message in Chinese, naming the file as the user knows it
     # (not the server's saved copy), and no progress bar left standing
     upload("notes.csv", "a,b\n1,2\n")
