@@ -6,9 +6,31 @@ import re
 
 import streamlit as st
 
+from viz_core import i18n
 from viz_core.i18n import N_, _
 
 IMAGE_FORMATS = ["png", "svg"]  # what the camera button of every chart saves; first: default
+# Plotly's own words on a 2-D chart (its toolbar's tooltips, its notices), which it draws in
+# English unless the chart's config gives a locale with a dictionary: these are its keys
+# (plotly.js's modebar buttons and notifier, as bundled with Streamlit).
+PLOTLY_WORDS = (
+    N_("Download plot as a PNG"), N_("Download plot"), N_("Zoom"), N_("Pan"),
+    N_("Box Select"), N_("Lasso Select"), N_("Zoom in"), N_("Zoom out"), N_("Autoscale"),
+    N_("Reset axes"), N_("Toggle Spike Lines"), N_("Show closest data on hover"),
+    N_("Compare data on hover"), N_("Double-click to zoom back out"),
+    N_("Double-click on legend to isolate one trace"),
+    N_("Preparing image - this may take a few seconds"), N_("Image download succeeded"),
+    N_("Sorry, there was a problem downloading your image!"),
+)
+
+
+def plotly_locale() -> dict:
+    """The config entries that make a chart's own words speak the session's language (none
+    in English, Plotly's own)."""
+    lang = i18n.language()
+    if lang == i18n.DEFAULT:
+        return {}
+    return {"locale": lang, "locales": {lang: {"dictionary": {w: _(w) for w in PLOTLY_WORDS}}}}
 
 
 def image_format() -> str:
@@ -19,7 +41,7 @@ def chart(fig, key: str, on_select: str = "ignore", name: str | None = None):
     """st.plotly_chart whose toolbar camera saves PNG or SVG (the sidebar's choice)."""
     filename = re.sub(r"[^A-Za-z0-9_.-]+", "_", name or key)[:80]
     config = {"displaylogo": False, "toImageButtonOptions": {
-        "format": image_format(), "filename": filename, "scale": 2}}
+        "format": image_format(), "filename": filename, "scale": 2}, **plotly_locale()}
     kwargs = {"selection_mode": ("points",)} if on_select != "ignore" else {}
     return st.plotly_chart(fig, key=key, on_select=on_select, config=config, **kwargs)
 

@@ -11,6 +11,7 @@ import re
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from attention_lab.ui.charts import PLOTLY_WORDS
 from attention_lab.ui.navigation import PAGES
 from tests.support.apptest import APP, TIMEOUT
 
@@ -70,7 +71,8 @@ def shown_texts(at: AppTest) -> list[tuple[str, str]]:
 
 def figure_texts(at: AppTest) -> list[tuple[str, str]]:
     """(part, text) of what each chart shows in words: its title, axis and colour-bar titles,
-    annotations, legend entries and hover templates (their %{...} fields and tags removed)."""
+    annotations, legend entries and hover templates (their %{...} fields and tags removed),
+    and Plotly's own toolbar words as its config gives them."""
     out = []
 
     def add(part, value):
@@ -93,6 +95,12 @@ def figure_texts(at: AppTest) -> list[tuple[str, str]]:
                 add("legend", trace.get("name"))
             add("colour bar", (trace.get("colorbar") or {}).get("title"))
             add("hover", trace.get("hovertemplate"))
+        # Plotly's own words (toolbar tooltips, notices): English unless the config's locale
+        # gives each its translation
+        config = json.loads(chart.proto.config or "{}")
+        words = (config.get("locales") or {}).get(config.get("locale"), {}).get("dictionary", {})
+        for key in PLOTLY_WORDS:
+            add("toolbar", words.get(key, key))
     return out
 
 
@@ -101,7 +109,8 @@ def figure_texts(at: AppTest) -> list[tuple[str, str]]:
 FIGURE_TERMS = {"encoder", "decoder", "self", "cross", "embed", "mlp", "logits", "True",
                 "False", "PAD", "CLS", "SEP", "eos", "bos", "unk", "pad", "softmax", "rollout",
                 "EAP", "MLP", "logit", "sin", "cos", "log", "out", "best", "nats",
-                "pos", "mod"}  # RoPE's notation: pos·θᵢ, mod 2π
+                "pos", "mod",  # RoPE's notation: pos·θᵢ, mod 2π
+                "PNG"}  # the image format the toolbar's camera saves
 
 
 def english_words(text: str, user_words: set[str]) -> list[str]:

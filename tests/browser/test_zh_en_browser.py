@@ -18,6 +18,7 @@ from tests.support.browser_support import (
     real_errors,
     watch_errors,
 )
+from tests.support.language import in_chinese
 from tests.support.overlaps import VIEWPORT, page_findings, settle
 from viz_core.loading.entry import CHECKPOINTS
 
@@ -71,13 +72,21 @@ def test_attention_page_draws_chinese_and_its_alignment(app_server, chromium_bro
 def test_the_page_list_is_chinese_and_keeps_the_input(app_server, chromium_browser):
     """The sidebar's page list in 简体中文, its folded pages under a Chinese label (no English
     "View N more"): opening 电路 (Circuits) from it keeps the model, the text and the language,
-    and the Circuits page starts on the textbook pair (累 → 宽)."""
+    and the Circuits page starts on the textbook pair (累 → 宽). Plotly's own toolbar on the
+    Attention page speaks Chinese too."""
     query = urllib.parse.urlencode({"model": "zh-en", "text": SEED, "lang": "zh"})
     tab = chromium_browser.new_page(viewport=VIEWPORT)
     errors = watch_errors(tab)
     try:
         tab.goto(f"{app_server}/attention?{query}")
         settle(tab)
+        # Plotly's own toolbar speaks Chinese too (the chart config's locale)
+        tab.locator(".js-plotly-plot").first.hover()  # the toolbar is drawn on a hover
+        tab.wait_for_selector(".js-plotly-plot .modebar-btn", timeout=30_000)
+        titles = tab.evaluate("() => [...document.querySelectorAll('.js-plotly-plot "
+                              ".modebar-btn')].map(e => e.getAttribute('data-title'))")
+        assert in_chinese("Download plot as a PNG") in titles, titles
+        assert "Download plot as a PNG" not in titles and "Reset axes" not in titles, titles
         links = "[data-testid='stSidebar'] a[data-testid='stPageLink-NavLink']"
         tab.wait_for_function(f"() => document.querySelectorAll(\"{links}\").length === 16",
                               timeout=60_000)

@@ -306,3 +306,22 @@ def test_the_error_check_finds_each_untranslatable_form(tmp_path):
                    'raise InputError(N_("fine {x}"), x=1)\nraise InputError(CONSTANT, x=1)\n')
     assert [f.split(":")[1] for f in untranslatable_errors(bad, tmp_path)] == ["1", "2", "3",
                                                                                "4"]
+
+
+def test_plotlys_own_words_are_the_keys_of_the_bundled_plotly():
+    """The chart config's dictionary (attention_lab.ui.charts.PLOTLY_WORDS) translates Plotly's
+    toolbar and notices only if its keys are the very strings the Plotly that Streamlit ships
+    looks up; each is in that bundle, and each has its zh translation."""
+    from pathlib import Path
+
+    import streamlit
+
+    from attention_lab.ui.charts import PLOTLY_WORDS
+    from tests.support.language import in_chinese
+
+    bundles = list((Path(streamlit.__file__).parent / "static").rglob("PlotlyChart*.js"))
+    assert bundles, "Streamlit's Plotly bundle not found"
+    source = "".join(b.read_text(encoding="utf-8", errors="replace") for b in bundles)
+    for word in PLOTLY_WORDS:
+        assert f"`{word}`" in source or f'"{word}"' in source or f"'{word}'" in source, word
+        assert in_chinese(word) != word, word
