@@ -25,6 +25,22 @@ PROG = "attention-lab"
 EXPORTS = (".npz", ".json")
 
 
+def _port(value: str) -> int:
+    """argparse type: a TCP port, 1..65535 (Streamlit's own refusal is a traceback)."""
+    port = int(value)
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{value}: give a port from 1 to 65535")
+    return port
+
+
+def _count(value: str) -> int:
+    """argparse type: a whole number, 0 or more."""
+    n = int(value)
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{value}: give 0 or more")
+    return n
+
+
 def cmd_app(args) -> int:
     folder = app_dir()
     env = {**APP_ENV, **os.environ}
@@ -229,7 +245,7 @@ def parser() -> argparse.ArgumentParser:
 
     app = sub.add_parser("app", help="start the app (same as `make run`)",
                          description="Start the Streamlit app (same as `make run`).")
-    app.add_argument("--port", type=int, default=8501, help="port (default 8501)")
+    app.add_argument("--port", type=_port, default=8501, help="port (default 8501)")
     app.add_argument("--address", help="address to listen on (default: Streamlit's)")
     app.set_defaults(func=cmd_app)
 
@@ -281,7 +297,7 @@ def parser() -> argparse.ArgumentParser:
                     help="routes keep edges of at least this weight, 0..1 (default 0.04)")
     fl.add_argument("--routes", action="store_true",
                     help="with --out: save the routes (one row per head) instead of every edge")
-    fl.add_argument("--top", type=int, default=10, help="route rows printed (default 10)")
+    fl.add_argument("--top", type=_count, default=10, help="route rows printed (default 10)")
     fl.add_argument("--out", metavar="FILE", help="FILE.csv")
     fl.add_argument("--device", default="auto", help="auto (default), cpu, cuda, ...")
     fl.set_defaults(func=cmd_flow)

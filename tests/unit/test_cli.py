@@ -203,6 +203,7 @@ def test_unwritable_out_is_one_line(capsys, tmp_path, monkeypatch):
     ["bogus-command"],
     ["flow", "--model", "induction"],  # no TEXT
     ["flow", TEXT, "--model", "induction", "--threshold", "high"],
+    ["flow", TEXT, "--model", "induction", "--top", "-3"],  # was: every row but the last 3
 ])
 def test_usage_errors_exit_2(capsys, argv):
     with pytest.raises(SystemExit) as exc:
@@ -240,6 +241,17 @@ def test_app_runs_streamlit_on_the_apps_folder(monkeypatch):
     seen.clear()
     cli.main([])  # no command: the app on the default port
     assert seen["argv"][5:7] == ["--server.port", "8501"]
+
+
+def test_a_port_out_of_range_is_a_usage_error(capsys, monkeypatch):
+    """Streamlit's own refusal of --port 99999 was an OverflowError traceback."""
+    monkeypatch.setattr(os, "chdir", lambda path: None)
+    monkeypatch.setattr(os, "execve", lambda *a: pytest.fail("Streamlit was started"))
+    for port in ("99999", "0", "-1"):
+        with pytest.raises(SystemExit) as exc:
+            cli.main(["app", "--port", port])
+        assert exc.value.code == 2
+        assert "give a port from 1 to 65535" in capsys.readouterr().err
 
 
 def test_python_dash_m_attention_lab():
