@@ -190,6 +190,21 @@ def test_cli_reports_bad_input_with_exit_code_2(tmp_path, capsys):
     assert f"atlas: {kept}\n" in said and kept.msgid != str(kept) and kept.values
 
 
+@pytest.mark.parametrize("option,value", [("--workers", "-2"), ("--threads", "-1"),
+                                          ("--threads", "0"), ("--probe", "-5")])
+def test_an_out_of_range_count_is_one_line_before_anything_starts(tmp_path, capsys, option,
+                                                                  value):
+    """--workers -2 was Ray's ValueError after Ray had started, --threads -1 torch's
+    RuntimeError, --probe -5 silently none."""
+    code = cli(["--model", "lm", "--data", "probe", "--out", str(tmp_path / "o"),
+                "--engine", "ray", option, value])
+    said = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and said == [f"atlas: {option} must be "
+                                  f"{'0 or more' if option == '--probe' else 'at least 1'}, "
+                                  f"not {value}."], said
+    assert not (tmp_path / "o").exists()  # nothing written
+
+
 def test_cli_local_run(data, tmp_path, capsys):
     (tmp_path / "o").mkdir()
     write_error(tmp_path / "o", InputError("an earlier run's"))

@@ -319,6 +319,12 @@ def run_atlas(cfg: AtlasConfig, progress: Callable[[dict], None] | None = None,
         extra["steps"] = cfg.steps
     if cfg.batch < 1 or cfg.shard_size < 1 or (cfg.limit is not None and cfg.limit < 1):
         raise AtlasError(N_("--batch, --limit and the shard size must be at least 1."))
+    for option, value in (("--workers", cfg.workers), ("--threads", cfg.threads)):
+        if value is not None and value < 1:  # (Ray's or torch's own refusal: an exception)
+            raise AtlasError(N_("{option} must be at least 1, not {value}."), option=option,
+                             value=value)
+    if cfg.probe < 0:
+        raise AtlasError(N_("--probe must be 0 or more, not {value}."), value=cfg.probe)
     if cfg.address and cfg.engine != "local":  # before anything is read or written
         from .cluster import prepare_connection
 
