@@ -56,14 +56,16 @@ def reported(what: str, also=None):
     """Run a block; a VizError becomes st.error(message), anything else a short apology.
 
     The user sees only the message; the log gets the traceback of anything unexpected and
-    the cause of a VizError raised from another exception (``raise ... from err``).
+    the cause of a VizError raised from another kind of exception (``raise ... from err``).
     ``also``: a second place for the message (the main area, for a failure in the sidebar,
     which a reader may have folded away or scrolled past)."""
     places = (st,) if also is None else (st, also)
     try:
         yield
     except vc.VizError as err:
-        if err.__cause__ is not None:  # a failure told in short (e.g. loading): log its cause
+        if err.__cause__ is not None and not isinstance(err.__cause__, vc.VizError):
+            # a failure told in short (e.g. loading): log its cause. One of our own messages
+            # retold (an input error with a hint added) is the user's; the log stays quiet
             log.warning("%s failed: %s", what, err, exc_info=err)
         message = literal(translated(err))
     except Exception as err:  # noqa: BLE001 - the user sees a message, the log the details
