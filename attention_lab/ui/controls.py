@@ -147,10 +147,10 @@ def file_box(label: str, types: list[str], key: str):
     """st.file_uploader whose own words read in the session's language. Streamlit draws its
     button ("Upload") and its limit ("200MB per file") in English only; a style rule scoped to
     this box (its .st-key-<key> container) hides them and shows ours in their place, with the
-    types it reads. Its refusal of another type ("application/vnd.ms-
-    excel files are not allowed.") is English too, and names a MIME type: the box takes any
-    file and a name without one of `types`' suffixes gets a message of ours, in the reader's
-    language, naming the file. -> the uploaded file of an accepted type, or None."""
+    types it reads. Its refusal of another type is English too and names a MIME type
+    ("application/vnd.ms-excel files are not allowed."), so the box takes any file, and a
+    name without one of `types`' suffixes gets a message of ours, in the reader's language,
+    naming the file. -> the uploaded file of an accepted type, or None."""
     names = ", ".join(t.upper() for t in types)
     limit = _("Up to {mb} MB per file • {types}").format(
         mb=st.get_option("server.maxUploadSize"), types=names)
