@@ -75,7 +75,9 @@ def test_head_search_pair_and_template_in_the_url():
     no_errors(at)
     table = at.dataframe[0].value
     assert list(table["score"]) == sorted(table["score"], reverse=True)
-    assert any("induction" in m.value for m in at.markdown)
+    # the sentence names what the template looks at (markdown source: punctuation escaped)
+    assert any("the token after an earlier copy of the query\\'s token" in m.value
+               for m in at.markdown), [m.value for m in at.markdown]
     at = open_app("heads_matter", model="lm", text=TEXT, tab="search", hs_q=4, hs_k=1)
     no_errors(at)
     assert any("query 4" in m.value and "key 1" in m.value for m in at.markdown)
