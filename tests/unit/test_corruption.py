@@ -130,3 +130,18 @@ def test_a_repeated_text_gets_the_induction_corruption():
     ioi = "When Mary and John went to the store, John gave a drink to"
     c = suggest_corruption(ioi, lambda t: len(t.split()))
     assert c.replaced == "to" and c.start == ioi.rindex("to")
+
+
+def test_a_tokenizer_that_counts_a_trailing_space_still_reaches_the_last_word(tiny_models):
+    """A byte-level BPE makes the space before a word a token of its own when nothing
+    follows it, so "...because it " has as many tokens as "...because it was": the last word
+    was taken for one past the model's cut, and "it" was replaced instead."""
+    def bpe(text: str) -> int:  # one token a word, and a trailing space one more
+        return len(text.split()) + text.endswith(" ")
+
+    text = "the cat sat on the mat because it was"
+    assert suggest_corruption(text, bpe).replaced == "was"
+    gpt2 = vc.load(str(tiny_models.path("gpt2")), device="cpu")  # the real tokenizer
+    assert gpt2.count_tokens(text[:text.rindex(" ") + 1]) == gpt2.count_tokens(text)
+    c = suggest_corruption(text, gpt2.count_tokens, gpt2.examples())
+    assert c.replaced == "was" and gpt2.count_tokens(c.text) == gpt2.count_tokens(text)

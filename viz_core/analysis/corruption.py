@@ -112,8 +112,14 @@ def suggest_corruption(text: str, count_tokens: Callable[[str], int],
     pool += list(FALLBACK_WORDS)
     pool += [m.group() for e in examples for m in _WORD.finditer(e)]
     # Only words the model sees: a long text is cut, and a word past the cut changes nothing.
-    # Binary search (a longer prefix never has fewer tokens): words[:lo] start before the cut.
+    # A text is cut when a longer one (its last word once more, a word the model reads) has
+    # no more tokens. Only then the binary search (a longer prefix never has fewer tokens):
+    # words[:lo] start before the cut. (An uncut text must not be searched: a byte-level BPE,
+    # GPT-2's or RoBERTa's, makes the space before the last word a token of its own, so that
+    # prefix has as many tokens as the whole text.)
     lo, hi = 0, len(words)
+    if count(f"{text} {words[-1].group()}") > n:
+        lo = hi
     while lo < hi:
         mid = (lo + hi) // 2
         if count(text[:words[mid].start()]) < n:
