@@ -59,28 +59,35 @@ def _texts(model, n: int) -> tuple[str, str]:
     raise RuntimeError("no corrupted text of the same length")
 
 
+def tl_sender_output(cache, name: str) -> torch.Tensor:
+    """A sender's output in a TransformerLens cache (split attention results on): embed (the
+    first block's input), a head's result or an MLP's output. -> (T, d)"""
+    if name == "embed":
+        return cache["blocks.0.hook_resid_pre"][0]
+    layer = int(name.split(".")[1])
+    if name.endswith(".mlp"):
+        return cache[f"blocks.{layer}.hook_mlp_out"][0]
+    return cache[f"blocks.{layer}.attn.hook_result"][0, :, int(name.rsplit("h", 1)[1])]
+
+
+def tl_receiver_point(receiver: str, which: str) -> tuple[str, int | None]:
+    """Where a receiver reads the stream in TransformerLens (split q/k/v inputs, hook_mlp_in
+    on): (hook name, head or None), before the receiver's own LayerNorm."""
+    if receiver == "logits":
+        return "ln_final.hook_in", None
+    layer = int(receiver.split(".")[1])
+    if receiver.endswith(".mlp"):
+        return f"blocks.{layer}.hook_mlp_in", None
+    return f"blocks.{layer}.hook_{which}_input", int(receiver.rsplit("h", 1)[1])
+
+
 def tl_edge_logits(bridge, ids_c, cache_c, cache_k, sender: str, receiver: str, which: str):
     """TransformerLens's side of one edge: the clean run with ``sender``'s output in the
     receiver's input (a head's q/k/v input, an MLP's input or the final norm's) swapped from
     clean to corrupted by a hook (split q/k/v inputs, attention results and MLP inputs on).
     -> the logits."""
-    def output(cache, name):
-        if name == "embed":
-            return cache["blocks.0.hook_resid_pre"][0]
-        layer = int(name.split(".")[1])
-        if name.endswith(".mlp"):
-            return cache[f"blocks.{layer}.hook_mlp_out"][0]
-        return cache[f"blocks.{layer}.attn.hook_result"][0, :, int(name.rsplit("h", 1)[1])]
-
-    diff = output(cache_k, sender) - output(cache_c, sender)  # (T, d)
-    head = None
-    if receiver == "logits":
-        hook_name = "ln_final.hook_in"
-    elif receiver.endswith(".mlp"):
-        hook_name = f"blocks.{int(receiver.split('.')[1])}.hook_mlp_in"
-    else:
-        hook_name = f"blocks.{int(receiver.split('.')[1])}.hook_{which}_input"
-        head = int(receiver.rsplit("h", 1)[1])
+    diff = tl_sender_output(cache_k, sender) - tl_sender_output(cache_c, sender)  # (T, d)
+    hook_name, head = tl_receiver_point(receiver, which)
 
     def hook(act, hook):
         act = act.clone()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import random
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -22,7 +23,7 @@ from scipy.stats import spearmanr
 from torch import nn
 
 import viz_core as vc
-from bench.bench_edges import tl_edge_logits
+from bench.bench_edges import tl_edge_logits, tl_receiver_point, tl_sender_output
 from tests.support.hf_tiny import make_patching_gpt2
 from viz_core.analysis import edges as E
 from viz_core.backends.native import NativeModel
@@ -303,11 +304,11 @@ def test_grouped_query_and_qk_norm_families(tmp_path, family):
 
 
 # ---- TransformerLens parity ----------------------------------------------------------------
-@pytest.mark.slow
-def test_exact_matches_transformer_lens_hooks(gpt2_path, gpt2):
-    """Ours (one batched forward per receiving layer, q/k/v recomputed per head) against
-    TransformerLens 4.3 (one hooked run per edge: the sender's corrupted - clean output added
-    to the receiving head's own input, hook_{q,k,v}_input, before its LayerNorm)."""
+@pytest.fixture(scope="module")
+def tl(gpt2_path):
+    """TransformerLens 4.3 on the same tiny GPT-2 (HF eager): the bridge with split q/k/v
+    inputs, attention results and MLP inputs on; the clean and corrupted ids and caches;
+    the metric (logit difference of the clean run's top two tokens at the last position)."""
     from transformer_lens.model_bridge import TransformerBridge
     from transformers import AutoTokenizer, GPT2LMHeadModel
 
@@ -316,10 +317,6 @@ def test_exact_matches_transformer_lens_hooks(gpt2_path, gpt2):
     ids_c = torch.tensor([tok(GPT2_CLEAN)["input_ids"]])
     ids_k = torch.tensor([tok(GPT2_CORRUPTED)["input_ids"]])
     top2 = hf(ids_c).logits[0, -1].topk(2).indices.tolist()
-    token, against = (tok.convert_ids_to_tokens(i) for i in top2)
-    ours = gpt2.edge_attribution(GPT2_CLEAN, GPT2_CORRUPTED, token=token, against=against,
-                                 method="exact")
-
     bridge = TransformerBridge.boot_transformers(str(gpt2_path), hf_model=hf, tokenizer=tok,
                                                  device="cpu")
     bridge.enable_compatibility_mode()
@@ -329,30 +326,92 @@ def test_exact_matches_transformer_lens_hooks(gpt2_path, gpt2):
     bridge.eval()
 
     def metric(logits):
-        return float(logits[0, -1, top2[0]] - logits[0, -1, top2[1]])
+        return logits[0, -1, top2[0]] - logits[0, -1, top2[1]]
 
     with torch.no_grad():
         logits_c, cache_c = bridge.run_with_cache(ids_c)
         logits_k, cache_k = bridge.run_with_cache(ids_k)
-    m_c, m_k = metric(logits_c), metric(logits_k)
-    assert ours.clean == pytest.approx(m_c, abs=1e-4)
-    assert ours.corrupted == pytest.approx(m_k, abs=1e-4)
+    return SimpleNamespace(
+        bridge=bridge, ids_c=ids_c, cache_c=cache_c, cache_k=cache_k, metric=metric,
+        m_c=float(metric(logits_c)), m_k=float(metric(logits_k)),
+        token=tok.convert_ids_to_tokens(top2[0]), against=tok.convert_ids_to_tokens(top2[1]))
 
-    rng = random.Random(3)
-    e = ours.edges
-    sample = []
-    for kind in ("q", "k", "v", "mlp", "logits"):  # every kind of receiver
+
+def _sample(edges, per_kind: int = 3, seed: int = 3) -> list:
+    """Edges of every kind of receiver (q, k, v, an MLP, logits), `per_kind` of each."""
+    rng, out = random.Random(seed), []
+    for kind in ("q", "k", "v", "mlp", "logits"):
         if kind in "qkv":
-            rows = e.index[e["input"] == kind]
+            rows = edges.index[edges["input"] == kind]
         else:
-            rows = e.index[e["receiver"].str.endswith(kind)]
-        sample += rng.sample(list(rows), 3)
-    for i in sample:
+            rows = edges.index[edges["receiver"].str.endswith(kind)]
+        out += rng.sample(list(rows), per_kind)
+    return out
+
+
+@pytest.mark.slow
+def test_exact_matches_transformer_lens_hooks(gpt2, tl):
+    """Ours (one batched forward per receiving layer, q/k/v recomputed per head) against
+    TransformerLens 4.3 (one hooked run per edge: the sender's corrupted - clean output added
+    to the receiving head's own input, hook_{q,k,v}_input, before its LayerNorm)."""
+    ours = gpt2.edge_attribution(GPT2_CLEAN, GPT2_CORRUPTED, token=tl.token,
+                                 against=tl.against, method="exact")
+    assert ours.clean == pytest.approx(tl.m_c, abs=1e-4)
+    assert ours.corrupted == pytest.approx(tl.m_k, abs=1e-4)
+    e = ours.edges
+    for i in _sample(e):
         s, r, w = e.loc[i, ["sender", "receiver", "input"]]
-        patched = metric(tl_edge_logits(bridge, ids_c, cache_c, cache_k, s, r, w))
-        tl = (m_c - patched) / (m_c - m_k)
+        patched = float(tl.metric(tl_edge_logits(tl.bridge, tl.ids_c, tl.cache_c, tl.cache_k,
+                                                 s, r, w)))
+        ref = (tl.m_c - patched) / (tl.m_c - tl.m_k)
         # ours (SDPA, per-head q/k/v recomputed in a batch) vs TransformerLens (eager, hooks)
-        assert e.loc[i, "score"] == pytest.approx(tl, abs=1e-4), (s, r, w)
+        assert e.loc[i, "score"] == pytest.approx(ref, abs=1e-4), (s, r, w)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("steps", [1, 3])
+def test_eap_and_eap_ig_match_transformer_lens_autograd(gpt2, tl, steps):
+    """EAP (steps=1) and EAP-IG against autograd through TransformerLens's own forward: the
+    first block's input (token + position embedding) set to corrupted + alpha (clean -
+    corrupted) for alpha = k/steps, k = 1..steps; the metric's gradient at every receiver's
+    input (a zero added where the exact test adds its patch: each head's split q/k/v input,
+    each MLP's input, the final norm's input), averaged over the alphas, dotted with the
+    sender's clean - corrupted output (TransformerLens's caches), over the gap. Every edge.
+    (A retained gradient at hook_mlp_in itself disagreed with finite differences of the
+    patch there; the added zero's gradient is the patch's own derivative.)"""
+    ours = gpt2.edge_attribution(GPT2_CLEAN, GPT2_CORRUPTED, token=tl.token,
+                                 against=tl.against, method="eap" if steps == 1 else "eap-ig",
+                                 steps=steps)
+    e = ours.edges
+    points = sorted({tl_receiver_point(r, w)[0] for r, w in zip(e["receiver"], e["input"])})
+    start = "blocks.0.hook_resid_pre"
+    clean, corrupted = tl.cache_c[start], tl.cache_k[start]
+    grads = {name: 0.0 for name in points}
+    for k in range(1, steps + 1):
+        alpha, zeros = k / steps, {}
+
+        def interpolate(act, hook, alpha=alpha):
+            return corrupted + alpha * (clean - corrupted)
+
+        def add_zero(act, hook, zeros=zeros):  # the gradient of a patch added right here
+            zeros[hook.name] = torch.zeros_like(act, requires_grad=True)
+            return act + zeros[hook.name]
+
+        with torch.enable_grad():
+            logits = tl.bridge.run_with_hooks(tl.ids_c, fwd_hooks=[(start, interpolate)] +
+                                              [(name, add_zero) for name in points])
+            found = torch.autograd.grad(tl.metric(logits), [zeros[n] for n in points])
+        for name, g in zip(points, found):
+            grads[name] = grads[name] + g[0] / steps
+    for i in e.index:
+        s, r, w = e.loc[i, ["sender", "receiver", "input"]]
+        name, head = tl_receiver_point(r, w)
+        g = grads[name] if head is None else grads[name][:, head]
+        diff = tl_sender_output(tl.cache_c, s) - tl_sender_output(tl.cache_k, s)
+        ref = float((diff * g).sum()) / (tl.m_c - tl.m_k)
+        # ours (SDPA, gradients read at the projections through the norm's vjp in closed
+        # form) vs TransformerLens (eager, autograd at its hook points)
+        assert e.loc[i, "score"] == pytest.approx(ref, abs=1e-4), (s, r, w)
 
 
 # ---- the shipped induction model -----------------------------------------------------------
