@@ -35,7 +35,7 @@ from viz_core.atlas.figures import (
     top_table,
 )
 from viz_core.atlas.launch import atlas_home, recent_runs
-from viz_core.i18n import _
+from viz_core.i18n import _, bound
 
 sel = selection()
 st.title(_("Head atlas"))
@@ -123,13 +123,13 @@ layer, head = pick_head(n_layers, n_heads, c1, c2)
 row = part[(part["layer"] == layer) & (part["head"] == head)]
 dominant = row["dominant"].iloc[0] if len(row) else "mixed"
 role = url_select(_("Role"), "atlas_role", list(ROLES), dominant if dominant in ROLES else "previous",
-                  url_key="arole", container=c3, format_func=LABELS.get)
-st.write(_("Dominant role: **{value}**").format(value=LABELS[dominant]))
+                  url_key="arole", container=c3, format_func=bound(lambda r: _(LABELS[r])))
+st.write(_("Dominant role: **{value}**").format(value=_(LABELS[dominant])))
 chart(head_distribution(atlas.hist, kind, int(layer), int(head)), key="atlas_head_dist",
       name=f"atlas-{kind}-{layer}-{head}")
 st.caption(_("Top examples for {value} · peak: the query position (and token) where the head "
              "scores highest · open: this example and head on the Attention page").format(
-               value=LABELS[role]))
+               value=_(LABELS[role])))
 table(top_table(atlas, kind, int(layer), int(head), role), key="atlas_top",
              hide_index=True, width="stretch",
-             column_config={"open": st.column_config.LinkColumn("open", display_text="open ↗")})
+             column_config={"open": st.column_config.LinkColumn(_("open"), display_text=_("open ↗"))})

@@ -265,3 +265,36 @@ def _decode(z: dict):
     dtypes = {"f4": np.float32, "f8": np.float64}
     arr = np.frombuffer(base64.b64decode(z["bdata"]), dtype=dtypes[z["dtype"]])
     return arr.reshape([int(v) for v in str(z["shape"]).split(",")])
+
+
+@pytest.mark.parametrize("task", ["roles", "patching", "circuit"])
+def test_a_finished_atlas_reads_in_chinese(task, atlas_dir, patching_dir, circuit_dir,
+                                           monkeypatch, tmp_path):
+    """A finished atlas of each task in 简体中文: the zh page test's detectors over every
+    shown text, option and chart text, and over the hover text each map writes per cell
+    (role names, "layer 1, head 2", mean distance, effects); the role names were English in
+    the pickers, the maps' titles, legends, colour bars and hovers."""
+    import re
+
+    import numpy as np
+
+    from tests.app.test_i18n_pages import (english_runs, english_words, figure_texts,
+                                           option_texts, option_words, shown_texts, user_words)
+
+    folder = {"roles": atlas_dir, "patching": patching_dir, "circuit": circuit_dir}[task]
+    at = open_page(monkeypatch, tmp_path, model="lm", atlas=folder, lang="zh")
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.get("plotly_chart"), "no chart: the run did not open"
+    words = user_words(at) | {"atlas"}  # the address's own folder name
+    left = [(kind, run) for kind, text in shown_texts(at) for run in english_runs(text, words)]
+    left += [(part, text) for part, text in figure_texts(at) if english_words(text, words)]
+    left += [(part, text) for part, text in option_texts(at) if option_words(text, words)]
+    for chart in at.get("plotly_chart"):
+        for trace in json.loads(chart.proto.spec)["data"]:
+            texts = trace.get("hovertext") or (
+                trace.get("text") if "%{text}" in str(trace.get("hovertemplate")) else None)
+            for text in np.ravel(np.asarray(texts, dtype=object)) if texts else ():
+                plain = re.sub(r"<[^>]+>", " ", str(text))
+                if english_words(plain, words):
+                    left.append(("hover text", plain))
+    assert left == [], left[:8]

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from viz_core.i18n import _
+from viz_core.i18n import N_, _
 
 from .roles import ROLE_LABELS, ROLES
 from .summary import BINS
@@ -21,7 +21,7 @@ DOMINANT = (*ROLES, "mixed")
 COLORS = {"previous": "#1f77b4", "duplicate": "#9467bd", "induction": "#d62728",
           "first": "#7f7f7f", "delimiter": "#8c564b", "current": "#2ca02c",
           "local": "#17becf", "broad": "#bcbd22", "mixed": "#e5e5e5"}
-LABELS = {**ROLE_LABELS, "mixed": "mixed / unclear"}
+LABELS = {**ROLE_LABELS, "mixed": N_("mixed / unclear")}  # msgids: shown through _()
 
 
 def _grid(summary: pd.DataFrame, kind: str, column: str):
@@ -37,11 +37,14 @@ def _grid(summary: pd.DataFrame, kind: str, column: str):
 def _hover(part: pd.DataFrame, n_layers: int, n_heads: int) -> np.ndarray:
     text = np.full((n_layers, n_heads), "", dtype=object)
     for r in part.to_dict("records"):
-        scores = "<br>".join(f"{LABELS[k]}: {r[k]:.2f}" if np.isfinite(r[k]) else
-                             f"{LABELS[k]}: –" for k in ROLES)
-        text[int(r["layer"]), int(r["head"])] = (
-            f"layer {r['layer']}, head {r['head']}<br><b>{LABELS[r['dominant']]}</b><br>"
-            f"{scores}<br>mean distance {r['distance']:.2f} tokens · {int(r['n'])} examples")
+        dominant = r["dominant"]
+        scores = "<br>".join(f"{_(LABELS[k])}: {r[k]:.2f}" if np.isfinite(r[k]) else
+                             f"{_(LABELS[k])}: –" for k in ROLES)
+        text[int(r["layer"]), int(r["head"])] = "<br>".join((
+            _("layer {layer}, head {head}").format(layer=r["layer"], head=r["head"]),
+            f"<b>{_(LABELS[dominant])}</b>", scores,
+            _("mean distance {distance} tokens · {n} examples").format(
+                distance=f"{r['distance']:.2f}", n=int(r["n"]))))
     return text
 
 
@@ -83,10 +86,10 @@ def role_map(summary: pd.DataFrame, kind: str) -> go.Figure:
         z=z, x=list(range(n_heads)), y=list(range(n_layers)), zmin=-0.5, zmax=n - 0.5,
         colorscale=scale or [[0, "#eee"], [1, "#eee"]], text=_hover(part, n_layers, n_heads),
         hovertemplate="%{text}<extra></extra>", xgap=2, ygap=2,
-        colorbar=dict(tickvals=list(range(n)), ticktext=[LABELS[r] for r in present],
+        colorbar=dict(tickvals=list(range(n)), ticktext=[_(LABELS[r]) for r in present],
                       title=_("dominant role"))))
     fig = _clickable(fig, _hover(part, n_layers, n_heads))
-    return _layout(fig, n_layers, n_heads, "Dominant role of every head")
+    return _layout(fig, n_layers, n_heads, _("Dominant role of every head"))
 
 
 def score_map(summary: pd.DataFrame, kind: str, role: str) -> go.Figure:
@@ -99,7 +102,8 @@ def score_map(summary: pd.DataFrame, kind: str, role: str) -> go.Figure:
         hovertemplate="%{text}<extra></extra>", xgap=2, ygap=2,
         colorbar=dict(title=_("score"))))
     fig = _clickable(fig, _hover(part, n_layers, n_heads))
-    return _layout(fig, n_layers, n_heads, f"{LABELS[role]}: mean score per head")
+    return _layout(fig, n_layers, n_heads,
+                   _("{value}: mean score per head").format(value=_(LABELS[role])))
 
 
 def head_distribution(hist: pd.DataFrame, kind: str, layer: int, head: int,
@@ -109,12 +113,13 @@ def head_distribution(hist: pd.DataFrame, kind: str, layer: int, head: int,
     centers = (np.arange(BINS) + 0.5) / BINS
     part = hist[(hist["kind"] == kind) & (hist["layer"] == layer) & (hist["head"] == head)]
     for r in part.to_dict("records"):
-        if r["role"] not in roles:
+        role = r["role"]
+        if role not in roles:
             continue
         counts = np.asarray(r["counts"], np.float32)
         share = counts / counts.sum() if counts.sum() else counts
-        fig.add_bar(x=centers, y=share, name=LABELS[r["role"]], width=1 / BINS,
-                    marker_color=COLORS[r["role"]], opacity=0.75)
+        fig.add_bar(x=centers, y=share, name=_(LABELS[role]), width=1 / BINS,
+                    marker_color=COLORS[role], opacity=0.75)
     fig.update_layout(barmode="overlay", height=320, margin=dict(l=50, r=20, t=50, b=40),
                       title=_("Layer {layer}, head {head}: score across examples").format(
                                 layer=layer, head=head))
@@ -130,7 +135,7 @@ def heads_distribution(summary: pd.DataFrame, kind: str, role: str) -> go.Figure
     fig = go.Figure(go.Histogram(x=v, xbins=dict(start=0, end=1, size=1 / BINS),
                                  marker_color=COLORS[role]))
     fig.update_layout(height=260, margin=dict(l=50, r=20, t=50, b=40),
-                      title=_("{value}: mean score of every head").format(value=LABELS[role]))
+                      title=_("{value}: mean score of every head").format(value=_(LABELS[role])))
     fig.update_xaxes(title=_("mean score"), range=[0, 1])
     fig.update_yaxes(title=_("heads"))
     return fig
@@ -185,10 +190,12 @@ def _patching_hover(summary: pd.DataFrame, kind: str, shape: tuple[int, int]) ->
     for r in summary[summary["kind"] == kind].to_dict("records"):
         std = f"{r['std']:.3f}" if np.isfinite(r["std"]) else "–"
         sem = f"{r['sem']:.3f}" if np.isfinite(r["sem"]) else "–"
-        text[int(r["layer"]), int(r["head"])] = (
-            f"layer {r['layer']}, head {r['head']}<br><b>mean effect {r['mean']:.3f}</b>"
-            f"<br>spread (std) {std} · standard error {sem}<br>min {r['min']:.3f} · max "
-            f"{r['max']:.3f} · {int(r['n'])} pairs")
+        text[int(r["layer"]), int(r["head"])] = "<br>".join((
+            _("layer {layer}, head {head}").format(layer=r["layer"], head=r["head"]),
+            "<b>" + _("mean effect {value}").format(value=f"{r['mean']:.3f}") + "</b>",
+            _("spread (std) {std} · standard error {sem}").format(std=std, sem=sem),
+            _("min {low} · max {high} · {n} pairs").format(
+                low=f"{r['min']:.3f}", high=f"{r['max']:.3f}", n=int(r["n"]))))
     return text
 
 
@@ -212,7 +219,7 @@ def patching_map(summary: pd.DataFrame, kind: str) -> go.Figure:
     if n_heads <= 12:  # room for two short lines per cell
         heat.update(text=labels.tolist(), texttemplate="%{text}", textfont=dict(size=10))
     fig = _clickable(go.Figure(heat), hover)
-    fig = _layout(fig, n_layers, n_heads, "Head patching: mean effect over all pairs")
+    fig = _layout(fig, n_layers, n_heads, _("Head patching: mean effect over all pairs"))
     if n_heads <= 12:
         fig.update_layout(height=max(240, 60 + 46 * n_layers))
     return fig
@@ -226,8 +233,10 @@ def patching_ranking(summary: pd.DataFrame, kind: str, k: int = 15) -> go.Figure
         x=part["mean"].to_numpy(np.float32), y=[f"L{r['layer']}.H{r['head']}" for r in recs],
         orientation="h", marker_color="#d6604d",
         error_x=dict(type="data", array=part["std"].fillna(0).to_numpy(np.float32)),
-        hovertext=[f"layer {r['layer']}, head {r['head']}: mean {r['mean']:.3f}, std "
-                   f"{r['std']:.3f}, {int(r['n'])} pairs" for r in recs], hoverinfo="text"))
+        hovertext=[_("layer {layer}, head {head}: mean {mean}, std {std}, {n} pairs").format(
+                       layer=r["layer"], head=r["head"], mean=f"{r['mean']:.3f}",
+                       std=f"{r['std']:.3f}", n=int(r["n"])) for r in recs],
+        hoverinfo="text"))
     fig.update_layout(title=_("Largest mean effects (bars: ± one standard deviation over pairs)"),
                       height=max(220, 70 + 22 * len(part)), margin=dict(l=80, r=20, t=50, b=40))
     fig.update_yaxes(autorange="reversed", title=None)
