@@ -8,6 +8,16 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("STREAMLIT_BROWSER_GATHER_USAGE_STATS", "false")
+# The Head atlas page lists the runs under its home (ATTENTION_LAB_ATLAS_DIR, else
+# ~/.cache/attention-lab/atlas): the suite's own, empty one, so a developer's runs there (or
+# a script's) never show up in a test's page (their paths read as English in the zh sweep).
+if "ATTENTION_LAB_ATLAS_DIR" not in os.environ:  # (xdist's workers inherit the controller's)
+    import atexit
+    import shutil
+    import tempfile
+
+    os.environ["ATTENTION_LAB_ATLAS_DIR"] = tempfile.mkdtemp(prefix="attention-lab-atlas-")
+    atexit.register(shutil.rmtree, os.environ["ATTENTION_LAB_ATLAS_DIR"], ignore_errors=True)
 
 from pathlib import Path  # noqa: E402
 

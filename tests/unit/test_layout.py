@@ -344,3 +344,50 @@ def test_empty_pickers_say_choose_in_the_readers_language():
         if (n.func.attr == "multiselect" or empty_select) and "placeholder" not in keys:
             bare.append(where)
     assert bare == []
+
+
+def _binds_underscore(fn) -> bool:
+    """Whether function ``fn`` binds ``_`` in its own scope (``x, _ = pair``, ``for _ in``,
+    ``with ... as _``): not in a nested function or a comprehension, which have their own."""
+    todo = list(fn.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef,
+                             ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            continue
+        if isinstance(node, ast.Name) and node.id == "_" and isinstance(node.ctx, ast.Store):
+            return True
+        todo.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def gettext_shadows(paths) -> list[str]:
+    """A function that binds ``_`` (``x, _ = pair``) and calls the catalogue's ``_("...")``:
+    there ``_`` is a local, so the call fails with "object is not callable", and only in a
+    run that reaches it (the Information flow page's MLP hovers once did, in every
+    language)."""
+    found = []
+    for path in paths:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            calls = [n for n in ast.walk(fn) if isinstance(n, ast.Call)
+                     and isinstance(n.func, ast.Name) and n.func.id == "_"]
+            if calls and _binds_underscore(fn):
+                found.append(f"{path.relative_to(ROOT).as_posix()}: {fn.name}")
+    return found
+
+
+def test_no_module_that_translates_rebinds_its_underscore(tmp_path):
+    paths = sorted(p for pkg in ("viz_core", "attention_lab", "pages")
+                   for p in (ROOT / pkg).rglob("*.py"))
+    assert gettext_shadows(paths) == []
+    bad = ROOT / "tests" / "artifacts" / "_shadow_probe.py"  # the check can fail
+    bad.parent.mkdir(exist_ok=True)
+    try:
+        bad.write_text("from viz_core.i18n import _\n\ndef f(p):\n    a, _ = p\n"
+                       "    return _('x') + a\n\ndef g(p):\n    return [_(a) for a, _ in p]\n")
+        assert gettext_shadows([bad]) == ["tests/artifacts/_shadow_probe.py: f"]
+    finally:
+        bad.unlink()

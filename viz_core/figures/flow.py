@@ -24,7 +24,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..i18n import _
+from ..i18n import N_, _
 from .common import (
     MAX_TICKS,
     f32,
@@ -42,6 +42,8 @@ ROUTE_COLOR = "#e8590c"  # orange: the routes to the prediction
 GRAPH_COLOR = "#c9ccd1"  # light grey: the rest of the graph at the threshold
 NODE_COLOR = "#868e96"
 WIDTH_BINS = (0.1, 0.2, 0.35, 0.5, 0.75)  # an edge's weight -> one of 6 line widths
+EDGE_KINDS = {"attention": N_("attention"), "residual": N_("residual"),
+              "cross": N_("cross-attention"), "mlp": N_("MLP")}  # an edge's kind, in a hover
 ROW_PX = 22  # height of one position row
 NARROW_PLOT_PX = 480  # about the graph's plot width beside the views on a page
 MAX_DRAWN = 6000  # grey edges drawn at most (the heaviest), beyond which the graph is noise
@@ -124,25 +126,27 @@ def _edge_traces(edges: pd.DataFrame, index: dict, colour: str, name: str, route
     mlp = edges[edges.kind == "mlp"]
     if len(mlp):
         mx0, my = _xy(mlp, index, "source")
-        mx1, _ = _xy(mlp, index, "target")
+        mx1, _my = _xy(mlp, index, "target")
         traces.append(go.Scatter(
             x=f32((mx0 + mx1) / 2), y=f32(my), mode="markers", name=f"{name}: MLP",
             legendgroup=name, marker=dict(symbol="square", color=colour,
                                           size=f32(4 + 14 * mlp.weight.to_numpy())),
             hovertemplate="%{text}<extra></extra>",
-            text=[f"MLP {b}<br>position {int(p)}<br>weight {w:.3f}" for b, p, w in
+            text=[_("MLP {block}<br>position {position}<br>weight {weight}").format(
+                block=b, position=int(p), weight=f"{w:.3f}") for b, p, w in
                   zip(mlp.block, mlp.target_position, mlp.weight)]))
     if len(lines) and route:
         hover, data = [], []
         for row in lines.itertuples(index=False):
             src_tok = tokens[row.source_stack][int(row.source_position)]
             tgt_tok = tokens[row.target_stack][int(row.target_position)]
-            text = (f"{row.kind} {row.block}<br>{int(row.source_position)}·"
+            kind = _(EDGE_KINDS[row.kind]) if row.kind in EDGE_KINDS else row.kind
+            text = (f"{kind} {row.block}<br>{int(row.source_position)}·"
                     f"{plot_text(src_tok)} → {int(row.target_position)}·{plot_text(tgt_tok)}"
-                    f"<br>weight {row.weight:.3f}")
+                    "<br>" + _("weight {weight}").format(weight=f"{row.weight:.3f}"))
             best = heads.get((row.block, int(row.source_position), int(row.target_position)))
             if best is not None and row.kind in ("attention", "cross"):
-                text += f"<br>heads: {best[1]}"
+                text += "<br>" + _("heads: {heads}").format(heads=best[1])
             hover.append(text)
             data.append([str(row.block), -1 if best is None else best[0],
                          int(row.source_position), int(row.target_position)])

@@ -88,7 +88,7 @@ def positional_curves(table: np.ndarray, dims: Sequence[int], title: str | None 
         if shown:
             fig.add_trace(go.Scatter(
                 x=f32(shown), y=f32(t[[p - start for p in shown], d]), mode="markers",
-                name=f"dim {d}: this input", showlegend=False, meta={"dim": int(d), "marks": True},
+                name=f"{name} · {_('this input')}", showlegend=False, meta={"dim": int(d), "marks": True},
                 text=[plot_text(marks[p]) for p in shown], marker=dict(size=7),
                 hovertemplate=f"{name}, {_('position')} %{{x}} (%{{text}}): %{{y:.4f}}"
                               "<extra></extra>"))
