@@ -278,8 +278,15 @@ def test_a_finished_atlas_reads_in_chinese(task, atlas_dir, patching_dir, circui
 
     import numpy as np
 
-    from tests.app.test_i18n_pages import (english_runs, english_words, figure_texts,
-                                           option_texts, option_words, shown_texts, user_words)
+    from tests.app.test_i18n_pages import (
+        english_runs,
+        english_words,
+        figure_texts,
+        option_texts,
+        option_words,
+        shown_texts,
+        user_words,
+    )
 
     folder = {"roles": atlas_dir, "patching": patching_dir, "circuit": circuit_dir}[task]
     at = open_page(monkeypatch, tmp_path, model="lm", atlas=folder, lang="zh")
