@@ -330,3 +330,21 @@ def test_norm_specs_reproduce_the_models_norms(tiny, family):
             x = x.to(next(module.parameters()).device)  # the model's device, as the spec's
             torch.testing.assert_close(spec(x), module(x).float(), atol=1e-5, rtol=0)
     assert len(pairs) >= 3
+
+
+def test_a_typed_word_is_the_word_as_running_text_has_it(tiny):
+    """The token box strips spaces, so a typed word comes bare ("the"). A byte-level BPE
+    holds both "the" (the letters inside a longer word) and "Ġthe" (the word after a space,
+    as running text has it): the word is the second; it was the first, so the attribution
+    explained a token the model does not predict there. Punctuation stays as typed, and the
+    app's own way of showing a word ("▁the") reads back."""
+    gpt2 = tiny("gpt2")
+    vocab = gpt2.tokenizer.get_vocab()
+    assert "the" in vocab and "Ġthe" in vocab  # both forms held
+    running = gpt2.tokenizer("the cat sat on the", add_special_tokens=False)["input_ids"][-1]
+    assert running == vocab["Ġthe"]
+    assert gpt2.token_id("the") == running
+    assert gpt2.token_id("▁the") == running and gpt2.token_strings([running]) == ["▁the"]
+    assert gpt2.token_id("Ġthe") == running  # a vocabulary entry as stored
+    assert gpt2.token_id(".") == vocab["."]
+    assert gpt2.logit_attribution(TEXT, token="the").token_id == running

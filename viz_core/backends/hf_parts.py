@@ -181,6 +181,11 @@ def head_weights(backend, block: str) -> HeadWeights:
 
 
 # ---- tokens ------------------------------------------------------------------------------
+def _bare_word(token: str) -> bool:
+    """A typed word of Latin letters or digits, no space or marker before it."""
+    return token[:1].isascii() and token[:1].isalnum()
+
+
 def token_id(backend, token) -> int:
     tok = backend.tokenizer
     size = backend.unembedding()[0].shape[0] if backend.architecture != "encoder-only" \
@@ -193,10 +198,18 @@ def token_id(backend, token) -> int:
     if not isinstance(token, str) or not token:
         raise InputError(N_("The token is empty: type one token of the model's vocabulary."))
     vocab = tok.get_vocab()
-    if token in vocab:  # a vocabulary entry as stored ("Ġcat", "▁cat", "##ing")
+    if token in vocab and not _bare_word(token):  # as stored: "Ġcat", "▁cat", "##ing", "."
         return int(vocab[token])
+    if token.startswith("▁") and len(token) > 1:  # a word as the app shows tokens ("▁cat")
+        token = " " + token[1:]
+    # A bare word ("cat": the token box strips spaces) is the word as running text has it,
+    # after a space: GPT-2's "Ġcat", SentencePiece's "▁cat", not the same letters inside a
+    # longer word ("cat" of "con|cat"), which a byte-level or SentencePiece vocabulary also
+    # holds. Punctuation and CJK are read as typed: no space precedes them.
+    texts = (" " + token, token) if _bare_word(token) else (token,) if token.startswith(" ") \
+        else (token, " " + token.lstrip())
     candidates = []
-    for text in (token, " " + token.lstrip()) if not token.startswith(" ") else (token,):
+    for text in texts:
         try:
             ids = tok(text, add_special_tokens=False)["input_ids"]
         except (TypeError, ValueError):  # e.g. lone surrogates: Rust tokenizers refuse them
@@ -205,6 +218,8 @@ def token_id(backend, token) -> int:
             candidates.append(ids[0])
     if candidates:
         return int(candidates[0])
+    if token in vocab:  # a bare word the tokenizer itself never produces alone
+        return int(vocab[token])
     raise InputError(N_("{token!r} is not one token of this model's vocabulary (the tokenizer "
                        "splits it into several pieces or none); pick a single token."), token=token)
 

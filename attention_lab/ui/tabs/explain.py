@@ -59,7 +59,9 @@ def what_to_explain(sel) -> Explained:
                                "one before the last: the last predicts the end of the "
                                "output."))
     token = url_text_box(_("Token"), "tok", _("One token of the vocabulary, e.g. the word you "
-                         "expect next. Empty: the model's own prediction."), limit=TOKEN_CHARS,
+                         "expect next (read as running text has it, after a space; a "
+                         "vocabulary entry such as Ġcat or ##ing as it is). Empty: the "
+                         "model's own prediction."), limit=TOKEN_CHARS,
                          strip=True, container=c_tok)
     against = url_text_box(_("Contrast token"), "against", _("Optional: explain logit(token) − "
                            "logit(contrast) instead of the logit alone."), limit=TOKEN_CHARS,
