@@ -274,14 +274,11 @@ def test_a_finished_atlas_reads_in_chinese(task, atlas_dir, patching_dir, circui
     shown text, option and chart text, and over the hover text each map writes per cell
     (role names, "layer 1, head 2", mean distance, effects); the role names were English in
     the pickers, the maps' titles, legends, colour bars and hovers."""
-    import re
-
-    import numpy as np
-
-    from tests.app.test_i18n_pages import (
+    from tests.support.chinese_text import (
         english_runs,
         english_words,
         figure_texts,
+        hover_texts,
         option_texts,
         option_words,
         shown_texts,
@@ -296,12 +293,5 @@ def test_a_finished_atlas_reads_in_chinese(task, atlas_dir, patching_dir, circui
     left = [(kind, run) for kind, text in shown_texts(at) for run in english_runs(text, words)]
     left += [(part, text) for part, text in figure_texts(at) if english_words(text, words)]
     left += [(part, text) for part, text in option_texts(at) if option_words(text, words)]
-    for chart in at.get("plotly_chart"):
-        for trace in json.loads(chart.proto.spec)["data"]:
-            texts = trace.get("hovertext") or (
-                trace.get("text") if "%{text}" in str(trace.get("hovertemplate")) else None)
-            for text in np.ravel(np.asarray(texts, dtype=object)) if texts else ():
-                plain = re.sub(r"<[^>]+>", " ", str(text))
-                if english_words(plain, words):
-                    left.append(("hover text", plain))
+    left += [("hover text", text) for text in hover_texts(at) if english_words(text, words)]
     assert left == [], left[:8]

@@ -102,20 +102,11 @@ def test_the_graphs_hovers_read_in_chinese(model):
     """Each route edge's and MLP marker's hover (its kind, weight, heads) in 简体中文: they
     were written out in English per point ("attention decoder.0.self · weight 0.41 · heads:
     …"), where the zh page test, reading hover templates, did not look."""
-    import re
-
-    import numpy as np
-
-    from tests.app.test_i18n_pages import english_words, user_words
+    from tests.support.chinese_text import english_words, hover_texts, user_words
 
     at = open_app("flow", model=model, text="the cat sees the dog", lang="zh")
     no_errors(at)
-    words, hovers = user_words(at), []
-    for chart in at.get("plotly_chart"):
-        for trace in json.loads(chart.proto.spec)["data"]:
-            if "%{text}" in str(trace.get("hovertemplate")) and trace.get("text"):
-                hovers += [re.sub(r"<[^>]+>", " ", str(t))
-                           for t in np.ravel(np.asarray(trace["text"], dtype=object))]
+    words, hovers = user_words(at), hover_texts(at)
     assert any("权重" in h for h in hovers), hovers[:3]  # the routes and MLPs are there
     left = [h for h in hovers if english_words(h, words)]
     assert left == [], left[:5]

@@ -36,15 +36,14 @@ def _grid(summary: pd.DataFrame, kind: str, column: str):
 
 def _hover(part: pd.DataFrame, n_layers: int, n_heads: int) -> np.ndarray:
     text = np.full((n_layers, n_heads), "", dtype=object)
+    names = {k: _(v) for k, v in LABELS.items()}  # the words once, not per cell
+    where, spread = _("layer {layer}, head {head}"), _("mean distance {distance} tokens · {n} examples")
     for r in part.to_dict("records"):
-        dominant = r["dominant"]
-        scores = "<br>".join(f"{_(LABELS[k])}: {r[k]:.2f}" if np.isfinite(r[k]) else
-                             f"{_(LABELS[k])}: –" for k in ROLES)
+        scores = "<br>".join(f"{names[k]}: {r[k]:.2f}" if np.isfinite(r[k]) else
+                             f"{names[k]}: –" for k in ROLES)
         text[int(r["layer"]), int(r["head"])] = "<br>".join((
-            _("layer {layer}, head {head}").format(layer=r["layer"], head=r["head"]),
-            f"<b>{_(LABELS[dominant])}</b>", scores,
-            _("mean distance {distance} tokens · {n} examples").format(
-                distance=f"{r['distance']:.2f}", n=int(r["n"]))))
+            where.format(layer=r["layer"], head=r["head"]), f"<b>{names[r['dominant']]}</b>",
+            scores, spread.format(distance=f"{r['distance']:.2f}", n=int(r["n"]))))
     return text
 
 

@@ -206,8 +206,12 @@ def token_id(backend, token) -> int:
     # after a space: GPT-2's "Ġcat", SentencePiece's "▁cat", not the same letters inside a
     # longer word ("cat" of "con|cat"), which a byte-level or SentencePiece vocabulary also
     # holds. Punctuation and CJK are read as typed: no space precedes them.
-    texts = (" " + token, token) if _bare_word(token) else (token,) if token.startswith(" ") \
-        else (token, " " + token.lstrip())
+    if _bare_word(token):
+        texts = (" " + token, token)
+    elif token.startswith(" "):
+        texts = (token,)
+    else:
+        texts = (token, " " + token)
     candidates = []
     for text in texts:
         try:

@@ -127,26 +127,27 @@ def _edge_traces(edges: pd.DataFrame, index: dict, colour: str, name: str, route
     if len(mlp):
         mx0, my = _xy(mlp, index, "source")
         mx1, _my = _xy(mlp, index, "target")
+        marker = _("MLP {block}<br>position {position}<br>weight {weight}")
         traces.append(go.Scatter(
             x=f32((mx0 + mx1) / 2), y=f32(my), mode="markers", name=f"{name}: MLP",
             legendgroup=name, marker=dict(symbol="square", color=colour,
                                           size=f32(4 + 14 * mlp.weight.to_numpy())),
             hovertemplate="%{text}<extra></extra>",
-            text=[_("MLP {block}<br>position {position}<br>weight {weight}").format(
-                block=b, position=int(p), weight=f"{w:.3f}") for b, p, w in
+            text=[marker.format(block=b, position=int(p), weight=f"{w:.3f}") for b, p, w in
                   zip(mlp.block, mlp.target_position, mlp.weight)]))
     if len(lines) and route:
         hover, data = [], []
+        kinds = {k: _(v) for k, v in EDGE_KINDS.items()}  # the words once, not per edge
+        weight_line, heads_line = _("weight {weight}"), _("heads: {heads}")
         for row in lines.itertuples(index=False):
             src_tok = tokens[row.source_stack][int(row.source_position)]
             tgt_tok = tokens[row.target_stack][int(row.target_position)]
-            kind = _(EDGE_KINDS[row.kind]) if row.kind in EDGE_KINDS else row.kind
-            text = (f"{kind} {row.block}<br>{int(row.source_position)}·"
+            text = (f"{kinds.get(row.kind, row.kind)} {row.block}<br>{int(row.source_position)}·"
                     f"{plot_text(src_tok)} → {int(row.target_position)}·{plot_text(tgt_tok)}"
-                    "<br>" + _("weight {weight}").format(weight=f"{row.weight:.3f}"))
+                    "<br>" + weight_line.format(weight=f"{row.weight:.3f}"))
             best = heads.get((row.block, int(row.source_position), int(row.target_position)))
             if best is not None and row.kind in ("attention", "cross"):
-                text += "<br>" + _("heads: {heads}").format(heads=best[1])
+                text += "<br>" + heads_line.format(heads=best[1])
             hover.append(text)
             data.append([str(row.block), -1 if best is None else best[0],
                          int(row.source_position), int(row.target_position)])
