@@ -13,6 +13,7 @@ from attention_lab.ui.flow import (
     flow_request,
     open_clicked_edge,
     show_attention_views,
+    shown_routes,
     threshold_slider,
 )
 from attention_lab.ui.page import selection, show_trace_messages
@@ -64,7 +65,7 @@ with graph, attempt(_("following the information flow")):
                "middle of an orange attention edge to see why its head attends there (Which "
                "heads matter)."))
     route = flow.routes(threshold)
-    table(route[ROUTE_COLUMNS].round(4), hide_index=True, height=280, width="stretch",
+    table(shown_routes(route, ROUTE_COLUMNS), hide_index=True, height=280, width="stretch",
                  key="flow_routes")
     st.caption(_("The routes, one row per head for attention edges (weight: that head's part "
                "of the edge; edge_weight: the whole edge's)."))

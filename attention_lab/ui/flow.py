@@ -7,11 +7,12 @@ is known for every edge the slider can show); moving the slider only redraws it.
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from viz_core.analysis.attention_flow import MAX_TOKENS, self_kind
 from viz_core.analysis.heads import rollout
-from viz_core.figures.flow import attention_views_figure
+from viz_core.figures.flow import EDGE_KINDS, attention_views_figure
 from viz_core.i18n import N_, _
 
 from . import state
@@ -38,6 +39,19 @@ def threshold_slider(container=st) -> float:
     state.to_url(flow_t=round(float(st.session_state["flow_t"]), 4),
                  defaults={"flow_t": round(float(DEFAULT_THRESHOLD), 4)})
     return float(st.session_state["flow_t"])
+
+
+def shown_routes(route, columns: list[str]):
+    """The routes as the page's table shows them: each edge's kind in the reader's language
+    and no head as an empty cell (the CSV keeps the data: "residual", no value)."""
+    shown = route[columns].round(4)
+    kinds = {k: _(v) for k, v in EDGE_KINDS.items()}
+    if "kind" in shown:
+        shown["kind"] = [kinds.get(k, k) for k in shown["kind"].astype(str)]
+    if "head" in shown:
+        shown["head"] = ["" if h is None or h is pd.NA else f"h{int(h)}"
+                         for h in shown["head"].astype(object)]
+    return shown
 
 
 def open_clicked_edge(event, position: int) -> None:

@@ -98,10 +98,11 @@ def test_edges_download():
 
 
 @pytest.mark.parametrize("model", ["lm", "en-fr"])
-def test_the_graphs_hovers_read_in_chinese(model):
+def test_the_graphs_hovers_and_route_table_read_in_chinese(model):
     """Each route edge's and MLP marker's hover (its kind, weight, heads) in 简体中文: they
     were written out in English per point ("attention decoder.0.self · weight 0.41 · heads:
-    …"), where the zh page test, reading hover templates, did not look."""
+    …"), where the zh page test, reading hover templates, did not look. The routes table's
+    kind column was the data's codes ("residual") and an edge without a head read "None"."""
     from tests.support.chinese_text import english_words, hover_texts, user_words
 
     at = open_app("flow", model=model, text="the cat sees the dog", lang="zh")
@@ -110,3 +111,19 @@ def test_the_graphs_hovers_read_in_chinese(model):
     assert any("权重" in h for h in hovers), hovers[:3]  # the routes and MLPs are there
     left = [h for h in hovers if english_words(h, words)]
     assert left == [], left[:5]
+    route = at.dataframe[0].value
+    kinds = set(route["kind"])
+    assert kinds and not any(english_words(k, words) for k in kinds), kinds
+    assert "残差" in kinds  # every route has a residual edge
+    heads = set(route["head"])
+    assert "" in heads and all(h == "" or h.startswith("h") for h in heads), heads
+
+
+def test_route_table_shows_kinds_and_heads_as_words():
+    at = open_app("flow", model="induction", text=INDUCTION)
+    no_errors(at)
+    route = at.dataframe[0].value
+    assert set(route["kind"]) <= {"attention", "residual", "MLP", "cross-attention"}
+    attention = route[route["kind"] == "attention"]
+    assert len(attention) and all(h.startswith("h") for h in attention["head"])
+    assert (route[route["kind"] != "attention"]["head"] == "").all()
