@@ -1,6 +1,9 @@
-"""A small atlas: its input lines, its config and an exact comparison of two runs' output."""
+"""A small atlas: its input lines, its config and an exact comparison of two runs' output;
+the pair tasks' (patching, circuit) pairs, pair file and configs."""
 
 from __future__ import annotations
+
+import csv
 
 import pandas as pd
 
@@ -30,3 +33,37 @@ def cfg(data_file, out, **kw) -> AtlasConfig:
     base = dict(model="lm", data=str(data_file), out=str(out), engine="local", shard_size=5,
                 probe=6, batch=4, threads=1)
     return AtlasConfig(**{**base, **kw})
+
+
+# (clean, corrupted, token, against): same token counts except the last pair
+PAIRS = [
+    ("the red cat", "the black cat", "", ""),
+    ("the dog sees the cat", "the cat sees the cat", "", ""),
+    ("i do not", "i do the", "", ""),
+    ("the small black cats", "the small red cats", "eat", "sees"),
+    ("a cat and a dog", "a dog and a cat", "", ""),
+    ("the red cat", "the cat", "", ""),  # 3 tokens against 2: recorded, left out
+]
+CIRCUIT_METHOD = "eap-ig"
+CIRCUIT_STEPS = 3
+
+
+def write_pairs(path, rows, header=("clean", "corrupted", "token", "against")):
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(rows)
+    return path
+
+
+def pcfg(pairs, out, **kw) -> AtlasConfig:
+    """The head patching task's config over a pair file."""
+    base = dict(model="lm", data=str(pairs), out=str(out), task="patching", engine="local",
+                shard_size=2, threads=1, device="cpu")
+    return AtlasConfig(**{**base, **kw})
+
+
+def ccfg(pairs, out, **kw) -> AtlasConfig:
+    """The circuit task's config over a pair file."""
+    return pcfg(pairs, out, **{"task": "circuit", "method": CIRCUIT_METHOD,
+                               "steps": CIRCUIT_STEPS, **kw})

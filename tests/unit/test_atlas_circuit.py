@@ -11,17 +11,12 @@ import pandas as pd
 import pytest
 
 import viz_core as vc
-from tests.unit.test_atlas_patching import PAIRS, pcfg, write_pairs
+from tests.support.atlas import CIRCUIT_METHOD as METHOD
+from tests.support.atlas import CIRCUIT_STEPS as STEPS
+from tests.support.atlas import PAIRS, ccfg, write_pairs
 from viz_core.atlas import AtlasError, load_atlas, load_circuit, run_atlas
 from viz_core.atlas.__main__ import main as cli
 from viz_core.atlas.circuit import EDGE, mean_edges
-
-METHOD = "eap-ig"
-STEPS = 3
-
-
-def ccfg(pairs, out, **kw):
-    return pcfg(pairs, out, **{"task": "circuit", "method": METHOD, "steps": STEPS, **kw})
 
 
 @pytest.fixture(scope="module")

@@ -5,40 +5,15 @@ The Ray side is in test_atlas_ray.py."""
 
 from __future__ import annotations
 
-import csv
-
 import numpy as np
 import pandas as pd
 import pytest
 
 import viz_core as vc
-from viz_core.atlas import AtlasConfig, AtlasInputError, AtlasStopped, run_atlas
+from tests.support.atlas import PAIRS, pcfg, write_pairs
+from viz_core.atlas import AtlasInputError, AtlasStopped, run_atlas
 from viz_core.atlas.__main__ import main as cli
 from viz_core.atlas.patching import is_patching, load_patching
-
-# (clean, corrupted, token, against): same token counts except the last pair
-PAIRS = [
-    ("the red cat", "the black cat", "", ""),
-    ("the dog sees the cat", "the cat sees the cat", "", ""),
-    ("i do not", "i do the", "", ""),
-    ("the small black cats", "the small red cats", "eat", "sees"),
-    ("a cat and a dog", "a dog and a cat", "", ""),
-    ("the red cat", "the cat", "", ""),  # 3 tokens against 2: recorded, left out
-]
-
-
-def write_pairs(path, rows, header=("clean", "corrupted", "token", "against")):
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        w.writerows(rows)
-    return path
-
-
-def pcfg(pairs, out, **kw) -> AtlasConfig:
-    base = dict(model="lm", data=str(pairs), out=str(out), task="patching", engine="local",
-                shard_size=2, threads=1, device="cpu")
-    return AtlasConfig(**{**base, **kw})
 
 
 @pytest.fixture(scope="module")

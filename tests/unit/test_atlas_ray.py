@@ -83,8 +83,7 @@ def test_pair_task_on_ray_with_a_killed_worker_equals_in_process(task, tmp_path,
     the Ray engine, one worker killed and its shard retried: the in-process rows and summary."""
     import pandas as pd
 
-    from tests.unit.test_atlas_circuit import ccfg
-    from tests.unit.test_atlas_patching import PAIRS, pcfg, write_pairs
+    from tests.support.atlas import PAIRS, ccfg, pcfg, write_pairs
 
     make = pcfg if task == "patching" else ccfg
     pairs = write_pairs(tmp_path / "pairs.csv", PAIRS)

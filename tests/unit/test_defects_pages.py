@@ -104,6 +104,63 @@ def test_model_card_rows_are_readable():
                           "parameters": 908381})[0] == ("Layers", "2 + 2")
 
 
+# Names and notation a card keeps in every language: model and family names, the device,
+# the norms' names, and the terms of art the recipe cites.
+CARD_TERMS = {"native", "bert", "cpu", "LayerNorm", "RMSNorm", "RoPE", "BLEU", "MSE", "GloVe",
+              "Jiao", "dropout", "Python", "README", "dtype", "because", "SVD", "Adam",
+              "wpe"}  # GPT-2's position table
+
+
+def test_model_cards_read_in_chinese(tiny):
+    """Home's card in 简体中文, for every shipped model, MiniLM and tiny Hugging Face models:
+    its rows "Norm placement", "Dtype"..., their values ("pre", "layernorm", a family's
+    "learned absolute position embeddings (wpe)"), every key of the metrics and training
+    ("perplexity", "exact match", "label smoothing") and the cards' nested sentences (a
+    recipe's steps, a metric's definition) were English. Model output (the zh-en card's
+    translations of the seed sentences), names and identifiers stay as they are."""
+    import json
+    import re
+    from pathlib import Path
+
+    import viz_core as vc
+    from tests.support.chinese_text import english_words, option_words
+    from tests.support.language import speaking
+
+    root = Path(__file__).resolve().parents[2] / "checkpoints"
+    subjects = [(p.parent.name, json.loads(p.read_text())) for p in sorted(root.glob("*/card.json"))]
+    subjects += [("minilm", None), (tiny["gpt2"], None), (tiny["roberta"], None),
+                 (tiny["bart"], None), (tiny["marian"], None)]
+    for name, card in subjects:
+        info = vc.load(name, device="cpu").info()
+        kept = set(re.findall(r"[a-z]+", f"{info.get('name')} {info.get('family')}".lower()))
+        kept |= {w.lower() for w in CARD_TERMS}
+        for output in ((card or {}).get("metrics") or {}).get("seed_sentences", {}).values():
+            kept |= set(re.findall(r"[a-z]+", output.lower()))
+        with speaking("zh"):
+            rows = model_card_rows(info, card)
+        assert len(rows) >= 10, name
+        for row in rows:
+            assert not option_words(row["field"], kept), (name, row)
+            value = re.sub(r"\S*[._/\d]\S*", " ", row["value"])  # identifiers, paths, numbers
+            assert not english_words(value, kept), (name, row["field"], row["value"][:200])
+
+
+def test_model_card_names_the_norm_and_positions():
+    info = {"kind": "decoder-only", "layers": 2, "norm_placement": "pre", "norm": "rmsnorm",
+            "positional": "rope", "positional_kind": "rotary", "dtype": "float32", "d_ff": 256,
+            "rope_base": 10000.0}
+    card = {"metrics": {"by_length": {"1,024 tokens": {"repeated_half_accuracy": 0.9}}},
+            "training": {"kept_rows": {"decoder.0.self_attn.W_Q.weight": [0, 48]}}}
+    rows = {r["field"]: r["value"] for r in model_card_rows(info, card)}
+    assert rows["Norm placement"] == "pre-norm (before each sublayer)"
+    assert rows["Norm"] == "RMSNorm" and rows["Positions"] == "rotary (RoPE)"
+    assert rows["Kind of positions"] == "rotary" and rows["Number format (dtype)"] == "float32"
+    assert rows["Feed-forward width d_ff"] == "256" and rows["RoPE base"] == "10000.0"
+    assert rows["Metrics"] == "by length: 1,024 tokens: repeated-half accuracy: 0.9"
+    # a weight's name is kept as it is (it read "decoder.0.self attn.W Q.weight")
+    assert rows["Training"] == "kept rows: decoder.0.self_attn.W_Q.weight: 0, 48"
+
+
 def test_backends_count_layers_alike(tiny):
     """info()'s layers: the encoder's, or the one stack's; decoder_layers: the decoder's. The
     native backend once gave a decoder-only model 0 and N where the HF backend gave N and N.

@@ -163,7 +163,7 @@ def shape_steps(block, info: dict, trace) -> list[tuple[str, str, str]]:
         ("Q = x W_Q", _("project, then split into {h} heads of d_k = {d_k}").format(h=h, d_k=d_k),
          f"[1, {tq}, {h}·{d_k}] → [1, {h}, {tq}, {d_k}]"),
         ("K, V", _("from the {src}{gqa}").format(src=src, gqa=gqa), f"[1, {hkv}, {tk}, {d_k}]"),
-        ("scores", "Q Kᵀ / √d_k (+ mask)", f"[1, {h}, {tq}, {tk}]"),
+        ("scores", _("Q Kᵀ / √d_k (+ mask)"), f"[1, {h}, {tq}, {tk}]"),
         ("softmax", _("attention pattern, each row sums to 1"), f"[1, {h}, {tq}, {tk}]"),
         ("z = pattern · V", _("each head's output"), f"[1, {h}, {tq}, {d_k}]"),
         ("concat", _("heads side by side (transpose, reshape)"),
@@ -171,9 +171,11 @@ def shape_steps(block, info: dict, trace) -> list[tuple[str, str, str]]:
         ("W_O", _("mix the heads back to d_model"), f"[1, {tq}, {d}]"),
     ]
     if placement == "post":
-        steps.append(("add & norm", f"{norm}(x + attention)", f"[1, {tq}, {d}]"))
+        steps.append(("add & norm", _("{norm}(x + attention)").format(norm=norm),
+                      f"[1, {tq}, {d}]"))
     elif placement in ("pre+post", "output"):
-        steps.append(("norm, add", f"x + {norm}(attention)", f"[1, {tq}, {d}]"))
+        steps.append(("norm, add", _("x + {norm}(attention)").format(norm=norm),
+                      f"[1, {tq}, {d}]"))
     else:
         steps.append(("add", _("x + attention (the norm comes before the next sublayer)"),
                       f"[1, {tq}, {d}]"))

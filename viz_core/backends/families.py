@@ -92,7 +92,7 @@ class Family:
     def positional_table(self, model, n: int) -> tuple[torch.Tensor | None, str]:
         """(rows [n, d_model] the model adds for positions 0..n-1, or None; a note)."""
         w = model.base_model.embeddings.position_embeddings.weight
-        return w[:n], "learned absolute position embeddings"
+        return w[:n], Message(N_("learned absolute position embeddings"))
 
     def max_positions(self, model) -> int | None:
         """Longest sequence the architecture takes (None: no absolute limit)."""
@@ -103,8 +103,9 @@ class RobertaFamily(Family):
     def positional_table(self, model, n):
         start = model.config.pad_token_id + 1  # RoBERTa numbers positions from padding_idx + 1
         w = model.base_model.embeddings.position_embeddings.weight
-        return w[start:start + n], (f"learned absolute position embeddings (rows {start}.. : "
-                                    f"RoBERTa offsets position ids by padding_idx + 1)")
+        return w[start:start + n], Message(N_(
+            "learned absolute position embeddings (rows {start}.. : RoBERTa offsets position "
+            "ids by padding_idx + 1)"), start=start)
 
     def max_positions(self, model):
         return int(model.config.max_position_embeddings) - int(model.config.pad_token_id) - 1
@@ -156,7 +157,8 @@ class GPT2Family(Family):
         return [(f"decoder.{i}", m) for i, m in enumerate(model.base_model.h)]
 
     def positional_table(self, model, n):
-        return model.base_model.wpe.weight[:n], "learned absolute position embeddings (wpe)"
+        return model.base_model.wpe.weight[:n], Message(N_(
+            "learned absolute position embeddings (wpe)"))
 
     def max_positions(self, model):
         return int(model.config.n_positions)
@@ -181,16 +183,16 @@ class BartFamily(Family):
     def positional_table(self, model, n):
         emb = model.base_model.encoder.embed_positions
         off = int(getattr(emb, "offset", 2))
-        return emb.weight[off:off + n], (
-            f"encoder's learned position embeddings (rows {off}.. : BART offsets positions by "
-            f"{off}); the decoder has its own table")
+        return emb.weight[off:off + n], Message(N_(
+            "encoder's learned position embeddings (rows {off}.. : BART offsets positions by "
+            "{off}); the decoder has its own table"), off=off)
 
 
 class MarianFamily(BartFamily):
     def positional_table(self, model, n):
         w = model.base_model.encoder.embed_positions.weight
-        return w[:n], ("fixed sinusoidal table, sin in the first half of the dimensions and "
-                       "cos in the second (not interleaved)")
+        return w[:n], Message(N_("fixed sinusoidal table, sin in the first half of the "
+                                 "dimensions and cos in the second (not interleaved)"))
 
 
 class T5Family(Family):
