@@ -3,7 +3,7 @@
 import streamlit as st
 
 from attention_lab.ui.errors import literal
-from attention_lab.ui.model_card import model_card_rows, model_metrics
+from attention_lab.ui.model_card import card_sections, model_card_rows, model_metrics
 from attention_lab.ui.navigation import tour_markdown
 from attention_lab.ui.page import selection
 from viz_core.i18n import _
@@ -23,5 +23,11 @@ if card.get("description"):
 metrics = model_metrics(info)
 for col, (label, value) in zip(st.columns(len(metrics)), metrics, strict=True):
     col.metric(label, value)
-st.dataframe(model_card_rows(info, card), hide_index=True, width="stretch",
-             column_config={"field": _("Field"), "value": _("Value")})
+sections = card_sections(card)  # metrics, training...: each a list of its own below
+shown = {title for title, _text in sections}
+rows = [r for r in model_card_rows(info, card) if r["field"] not in shown]
+st.dataframe(rows, hide_index=True, width="stretch", height=35 * (len(rows) + 1) + 3,
+             column_config={"field": _("Field"), "value": _("Value")})  # every row in view
+for title, text in sections:
+    with st.expander(title, expanded=title == _("Metrics")):
+        st.markdown(text)

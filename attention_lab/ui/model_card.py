@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 
 from viz_core.i18n import N_, Message, _
-from viz_core.i18n.cards import MIN_WORDS
+from viz_core.i18n.cards import MIN_WORDS, NOT_PROSE
 from viz_core.i18n.cards import PROSE as CARD_PROSE
 
-from .errors import translated
+from .errors import literal, translated
 
 LABELS = {
     "name": N_("Name"), "kind": N_("Kind"), "family": N_("Family"), "device": N_("Device"),
@@ -116,6 +116,40 @@ def readable(key: str, value, nested: bool = False) -> str:
                                    or len(value.split()) >= MIN_WORDS):
         return _(value)  # a shipped card's sentence (viz_core/i18n/cards.py)
     return "—" if value is None or value == "" else str(value)
+
+
+def card_sections(card: dict | None) -> list[tuple[str, str]]:
+    """(field as the table names it, Markdown) of each card field that holds a structure
+    (metrics, training, a recipe): a nested list a person can read, where the table's one
+    cell would cut it off. Every key and value is shown as text (``literal``)."""
+    out = []
+    for k, v in (card or {}).items():
+        if k in ("description", "examples", "name") or not isinstance(v, (dict, list)) or not v:
+            continue
+        out.append((_(k.replace("_", " ").capitalize()), "\n".join(_items(k, v, 0))))
+    return out
+
+
+def _items(key: str, value, depth: int) -> list[str]:
+    """Markdown list lines of a dict's keys or a list's items, nested two spaces a level."""
+    pad = "  " * depth
+    if isinstance(value, dict):
+        entries = [(key_label(str(k)), str(k), v) for k, v in value.items()]
+    else:
+        entries = [(str(i + 1), key, v) for i, v in enumerate(value)]
+    lines = []
+    for label, k, v in entries:
+        nests = isinstance(v, (dict, list)) and v and (k in NOT_PROSE or any(
+            isinstance(x, (dict, list)) for x in (v.values() if isinstance(v, dict) else v)))
+        if nests:
+            lines.append(f"{pad}- **{literal(label)}**")
+            lines += _items(k, v, depth + 1)
+        elif key in NOT_PROSE:  # the model's own output (zh-en's seed sentences): as code
+            text = readable(k, v, nested=True).replace("`", "'")
+            lines.append(f"{pad}- **{literal(label)}**: `{text}`")
+        else:
+            lines.append(f"{pad}- **{literal(label)}**: {literal(readable(k, v, nested=True))}")
+    return lines
 
 
 def key_label(key: str) -> str:

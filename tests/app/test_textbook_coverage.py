@@ -375,6 +375,36 @@ def test_home_model_card_is_readable_on_every_kind(model, model_path):
         assert [m.value for m in at.metric if m.label == "Layers"] == [rows["Layers"]]
 
 
+@pytest.mark.parametrize(("model", "word"), [("en-fr", "pronoun accuracy"),
+                                           ("lm", "perplexity")])
+def test_home_card_shows_its_metrics_as_a_list(model, word, model_path):
+    """A card's structured fields (metrics, training, data sizes) were one table cell each,
+    cut off at the cell's width: each is now a nested list of its own, the metrics open."""
+    at = open_app("home", model=model_path(model), text="the cat")
+    no_errors(at)
+    fields = at.dataframe[0].value["field"].tolist()
+    assert "Parameters" in fields and "Metrics" not in fields and "Training" not in fields
+    sections = {e.label: e for e in at.expander}
+    assert {"Metrics", "Training", "Data sizes"} <= set(sections), list(sections)
+    metrics = " ".join(m.value for m in sections["Metrics"].markdown)
+    assert f"**{word}**" in metrics and "**n**: 1,000" in metrics
+    assert sections["Metrics"].proto.expanded and not sections["Training"].proto.expanded
+
+
+@pytest.mark.parametrize("model", ["zh-en", "minilm-student", "induction"])
+def test_home_card_lists_read_in_chinese(model):
+    """The card's lists in 简体中文: keys, a recipe's sentences and a metric's definition
+    translated; zh-en's own translations of the seed sentences shown as code."""
+    from tests.support.chinese_text import english_runs, shown_texts, user_words
+
+    at = open_app("home", model=model, text="the cat", lang="zh")
+    no_errors(at)
+    assert "指标" in [e.label for e in at.expander]
+    words = user_words(at)
+    left = [(k, r) for k, t in shown_texts(at) for r in english_runs(t, words)]
+    assert left == [], left[:5]
+
+
 def test_url_values_quoted_in_notices_are_shown_as_typed(monkeypatch):
     """Every notice that quotes a URL value (int, choice, float, a refused model) escapes it:
     st.info renders Markdown, so '**x**' would turn bold and ':red[x]' red."""

@@ -18,7 +18,7 @@ NAMES = ["Hugging Face", "Hub id", "Transformer-XL", "Jensen–Shannon", "Abnar 
          "softmax", "rollout", "span masking", "It was very tired", "python -m viz_core.atlas",
          "because it was too ADJ",  # an English sentence pattern the zh-en model translates
          "ln 2", "Pearson", "Spearman", "Syed", "Hanna", "Bahdanau", "Vaswani", "RoFormer",
-         "MiniLM", "TinyBERT",
+         "MiniLM", "TinyBERT", "Jiao et al",
          "all-MiniLM-L6-v2", "ERNIE", "UniLM", "XLNet", "RoBERTa", "BERT", "GPT", "BART",
          "Marian", "Llama", "Mistral", "Qwen", "Gemma", "OLMo", "Phi-3", "NTK", "YaRN"]
 WORD_RUN = re.compile(r"[A-Za-z][A-Za-z'’]+(?:[-–][A-Za-z]+)*(?:[ ,]+[A-Za-z][A-Za-z'’]+"

@@ -161,6 +161,28 @@ def test_model_card_names_the_norm_and_positions():
     assert rows["Training"] == "kept rows: decoder.0.self_attn.W_Q.weight: 0, 48"
 
 
+def test_card_sections_nest_and_show_text_as_typed():
+    """A card's structured fields as nested Markdown lists; a user's own card's keys and
+    values are shown as typed (Markdown, HTML and LaTeX escaped, as everywhere); the model's
+    own output (zh-en's translations of the seed sentences) as code."""
+    from attention_lab.ui.errors import literal
+    from attention_lab.ui.model_card import card_sections
+
+    card = {"task": "x", "metrics": {"n": 1000, "by_half": {"32 words": {"ratio": 0.5}},
+                                     "top": [{"head": 3}, {"head": 1}],
+                                     "seed_sentences": {"猫": "the *cat*"}},
+            "recipe": {"a*b": "<b>x</b> $y$ :red[z]"}}
+    sections = dict(card_sections(card))
+    assert set(sections) == {"Metrics", "Recipe"}
+    assert sections["Metrics"].split("\n") == [
+        "- **n**: 1,000", "- **by half length**", "  - **32 words**: ratio\\: 0\\.5",
+        "- **top**", "  - **1**: head\\: 3", "  - **2**: head\\: 1",
+        "- **seed sentences**", "  - **猫**: `the *cat*`"]  # model output: as code
+    assert sections["Recipe"] == (f"- **{literal('a*b')}**: "
+                                  f"{literal('<b>x</b> $y$ :red[z]')}")
+    assert "<b>" not in sections["Recipe"] and "$y$" not in sections["Recipe"]
+
+
 def test_backends_count_layers_alike(tiny):
     """info()'s layers: the encoder's, or the one stack's; decoder_layers: the decoder's. The
     native backend once gave a decoder-only model 0 and N where the HF backend gave N and N.
