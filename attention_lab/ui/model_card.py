@@ -84,15 +84,20 @@ CARD_KEYS = {
     "teacher_sentences_per_s": N_("teacher sentences/s"),
     "train_sentences": N_("train sentences"), "sha256": "sha256", "threads": N_("threads"),
 }
+MAX_DEPTH = 8  # levels of a card shown; deeper ones as "…"
+MAX_ITEMS = 100  # entries of a list or dict shown, then "… (n more)"
 COUNT_KEY = re.compile(r"([\d,]+) (words|tokens)")  # "32 words", "1,024 tokens"
 KIND_WORDS = {"encoder-decoder": N_("encoder–decoder (translation-style)"),
               "encoder-only": N_("encoder only (BERT-style)"),
               "decoder-only": N_("decoder only (GPT-style)")}
 
 
-def readable(key: str, value, nested: bool = False) -> str:
+def readable(key: str, value, nested: bool = False, depth: int = 0) -> str:
     """One value as text a person reads: 22,713,216; yes/no; lists joined; dicts as
-    "key: value" pairs (numbers inside them with thousands separators), never JSON."""
+    "key: value" pairs (numbers inside them with thousands separators), never JSON; what
+    lies deeper than MAX_DEPTH levels (a user's card can nest anything) as "…"."""
+    if isinstance(value, (list, tuple, dict)) and value and depth >= MAX_DEPTH:
+        return "…"
     if isinstance(value, bool):
         return _("yes") if value else _("no")
     if isinstance(value, int) and (nested or key in ("parameters", "max_tokens")):
@@ -100,11 +105,13 @@ def readable(key: str, value, nested: bool = False) -> str:
     if key == "kind" and value in KIND_WORDS:
         return _(KIND_WORDS[value])
     if isinstance(value, (list, tuple)):  # a list of dicts (en-fr's heads): one (...) each
-        return ", ".join(f"({readable(key, v, nested)})" if isinstance(v, dict) else
-                         readable(key, v, nested) for v in value)
+        return ", ".join([f"({readable(key, v, nested, depth + 1)})" if isinstance(v, dict)
+                          else readable(key, v, nested, depth + 1) for v in value[:MAX_ITEMS]]
+                         + _more(len(value)))
     if isinstance(value, dict):
-        return ", ".join(f"{key_label(str(k))}: {readable(str(k), v, nested=True)}"
-                         for k, v in value.items()) or "—"
+        return ", ".join([f"{key_label(str(k))}: {readable(str(k), v, True, depth + 1)}"
+                          for k, v in list(value.items())[:MAX_ITEMS]]
+                         + _more(len(value))) or "—"
     if isinstance(value, Message):  # a family's note (its positions)
         return translated(value)
     if key in ("positional", "positional_kind") and value in POSITIONAL_KINDS:
@@ -138,18 +145,25 @@ def _items(key: str, value, depth: int) -> list[str]:
     else:
         entries = [(str(i + 1), key, v) for i, v in enumerate(value)]
     lines = []
-    for label, k, v in entries:
-        nests = isinstance(v, (dict, list)) and v and (k in NOT_PROSE or any(
-            isinstance(x, (dict, list)) for x in (v.values() if isinstance(v, dict) else v)))
+    for label, k, v in entries[:MAX_ITEMS]:
+        nests = isinstance(v, (dict, list)) and v and depth + 1 < MAX_DEPTH and (
+            k in NOT_PROSE or any(
+                isinstance(x, (dict, list)) for x in (v.values() if isinstance(v, dict) else v)))
         if nests:
             lines.append(f"{pad}- **{literal(label)}**")
             lines += _items(k, v, depth + 1)
         elif key in NOT_PROSE:  # the model's own output (zh-en's seed sentences): as code
-            text = readable(k, v, nested=True).replace("`", "'")
+            text = readable(k, v, True, depth + 1).replace("`", "'")
             lines.append(f"{pad}- **{literal(label)}**: `{text}`")
         else:
-            lines.append(f"{pad}- **{literal(label)}**: {literal(readable(k, v, nested=True))}")
-    return lines
+            lines.append(f"{pad}- **{literal(label)}**: "
+                         f"{literal(readable(k, v, True, depth + 1))}")
+    return lines + [f"{pad}- {literal(more)}" for more in _more(len(entries))]
+
+
+def _more(n: int) -> list[str]:
+    """["… (n more)"] for a list or dict cut at MAX_ITEMS, else []."""
+    return [_("… ({n} more)").format(n=f"{n - MAX_ITEMS:,}")] if n > MAX_ITEMS else []
 
 
 def key_label(key: str) -> str:

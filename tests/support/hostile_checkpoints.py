@@ -58,6 +58,17 @@ def hostile_checkpoints(root: Path) -> dict[str, tuple[Path, str]]:
     p = fresh("badvocab")
     (p / "vocab.json").write_text(json.dumps({"source": {"tokens": [1, 2]}}))
     out["badvocab"] = (p, "vocab")
+    deep = '{"a": ' * 5000 + "1" + "}" * 5000  # deeper than Python's recursion limit
+    p = fresh("deepcard")
+    (p / "card.json").write_text(deep)
+    out["deepcard"] = (p, "nested")
+    p = fresh("deepconfig")
+    (p / "config.json").write_text(deep)
+    out["deepconfig"] = (p, "nested")
+    p = root / "hf_deep_config"  # a HF folder whose config.json is nested too deeply
+    bert = make_tiny_bert(p)
+    (bert / "config.json").write_text(deep)
+    out["hf_deep_config"] = (bert, "config")
     p = root / "hf_pickle_only"  # a HF folder whose weights are only a pickle
     bert = make_tiny_bert(p)
     (bert / "model.safetensors").unlink()

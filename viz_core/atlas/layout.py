@@ -73,9 +73,10 @@ def write_json(path: Path, data: dict) -> None:
 
 
 def read_json(path: Path) -> dict | None:
+    """The JSON file, or None when it is missing or unreadable (broken, nested too deeply)."""
     try:
         return json.loads(Path(path).read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
 
 

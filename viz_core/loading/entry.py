@@ -67,7 +67,7 @@ def _check_native_size(policy: Policy, name: str, path: Path) -> None:
     from ..model.checkpoint import CONFIG, read_json
     from ..model.config import TransformerConfig
 
-    cfg = TransformerConfig.from_dict(read_json(path / CONFIG, "model config"))
+    cfg = TransformerConfig.from_dict(read_json(path / CONFIG, N_("model config")))
     policy.check_folder(name, path)
     policy.check_size(name, None, cfg.approx_params())
 

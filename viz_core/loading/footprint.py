@@ -93,13 +93,14 @@ def placement(weights: int, device_type: str, gpu_free: int, host_free: int) -> 
             return "device"
         if weights <= HEADROOM * (gpu_free + host_free):
             return "device_map"
-        where = f"{gpu_free / 2**30:.1f} GB free on the GPU and {host_free / 2**30:.1f} GB " \
-                f"in host memory"
-    else:
-        if weights <= HEADROOM * host_free:
-            return "device"
-        where = f"{host_free / 2**30:.1f} GB of free memory"
+        raise ModelLoadError(
+            N_("This model's weights take {value:.1f} GB at the chosen precision; this machine "
+               "has {gpu:.1f} GB free on the GPU and {host:.1f} GB in host memory. Pick a lower "
+               "precision (bfloat16 halves it) or a smaller model."),
+            value=weights / 2**30, gpu=gpu_free / 2**30, host=host_free / 2**30)
+    if weights <= HEADROOM * host_free:
+        return "device"
     raise ModelLoadError(
         N_("This model's weights take {value:.1f} GB at the chosen precision; this machine has "
-          "{where}. Pick a lower precision (bfloat16 halves it) or a smaller model."),
-            value=weights / 2**30, where=where)
+           "{host:.1f} GB of free memory. Pick a lower precision (bfloat16 halves it) or a "
+           "smaller model."), value=weights / 2**30, host=host_free / 2**30)

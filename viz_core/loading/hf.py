@@ -167,9 +167,9 @@ def load_hf(name: str, device="auto", dtype="auto", *, shown: str | None = None,
             use_safetensors=True,  # never unpickle weights a user points us at
             dtype=torch_dtype, **spread)
     except Exception as err:
-        raise ModelLoadError(N_("Cannot load the {family} model {where} {name!r} (only "
-                               "safetensors weights are read): {short}"),
-                                 family=family, where=where, name=name, short=_short(err)) from err
+        raise ModelLoadError(N_("Cannot load the {family} model {name!r} (only safetensors "
+                                "weights are read): {short}"),
+                             family=family, name=name, short=_short(err)) from err
     if not spread:
         model.to(dev)
     return HFModel(model, tokenizer, adapter, name=shown, path=source, card=card)

@@ -196,7 +196,7 @@ def safetensors_parameters(path: Path) -> int:
                 n *= int(dim)
             total += n
         return total
-    except (OSError, ValueError, KeyError, TypeError) as err:
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as err:
         raise ModelLoadError(N_("{path}: not a readable safetensors file ({err})"),
                                 path=path, err=err) from None
 

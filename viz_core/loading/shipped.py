@@ -32,7 +32,7 @@ def is_hf_dir(path: Path) -> bool:
     """A Hugging Face model folder: a config.json naming its "model_type", safetensors."""
     try:
         config = json.loads((path / "config.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
         return False
     return isinstance(config, dict) and "model_type" in config and any(
         path.glob("*.safetensors"))
@@ -42,7 +42,7 @@ def shipped_card(name: str) -> dict | None:
     """The card.json of a shipped checkpoint (None when it has none or it cannot be read)."""
     try:
         card = json.loads((CHECKPOINTS / name / "card.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
         return None
     return card if isinstance(card, dict) else None
 
@@ -54,6 +54,6 @@ def is_native_dir(path: Path) -> bool:
         return False
     try:
         config = json.loads((path / "config.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
         return True  # let the native loader report the broken file
     return not (isinstance(config, dict) and "model_type" in config)

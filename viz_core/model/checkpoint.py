@@ -53,10 +53,13 @@ def read_json(path: Path, what: str):
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise CheckpointError(N_("{path}: {what} is not valid JSON ({err})"),
                                  path=path, what=what, err=err) from None
+    except RecursionError:  # brackets nested thousands deep
+        raise CheckpointError(N_("{path}: {what} is nested too deeply to read"),
+                              path=path, what=what) from None
 
 
 def read_vocabs(path: Path, cfg: TransformerConfig) -> dict[str, Vocab]:
-    raw = read_json(path / VOCAB, "vocabulary")
+    raw = read_json(path / VOCAB, N_("vocabulary"))
     if not isinstance(raw, dict):
         raise CheckpointError(N_("{value}: expected an object"), value=path / VOCAB)
     vocabs = {k: Vocab.from_dict(v) for k, v in raw.items() if k in ("source", "target")}
@@ -78,9 +81,9 @@ def load_checkpoint(path: str | Path, device: torch.device | str = "cpu"
     path = Path(path)
     if not path.is_dir():
         raise CheckpointError(N_("checkpoint directory not found: {path}"), path=path)
-    cfg = TransformerConfig.from_dict(read_json(path / CONFIG, "model config"))
+    cfg = TransformerConfig.from_dict(read_json(path / CONFIG, N_("model config")))
     vocabs = read_vocabs(path, cfg)
-    card = read_json(path / CARD, "model card") if (path / CARD).is_file() else {}
+    card = read_json(path / CARD, N_("model card")) if (path / CARD).is_file() else {}
     if not isinstance(card, dict):
         card = {}
     weights = path / WEIGHTS
