@@ -86,6 +86,7 @@ CARD_KEYS = {
 }
 MAX_DEPTH = 8  # levels of a card shown; deeper ones as "…"
 MAX_ITEMS = 100  # entries of a list or dict shown, then "… (n more)"
+MAX_CHARS = 2_000  # characters of one value shown, then "…"
 COUNT_KEY = re.compile(r"([\d,]+) (words|tokens)")  # "32 words", "1,024 tokens"
 KIND_WORDS = {"encoder-decoder": N_("encoder–decoder (translation-style)"),
               "encoder-only": N_("encoder only (BERT-style)"),
@@ -121,8 +122,13 @@ def readable(key: str, value, nested: bool = False, depth: int = 0) -> str:
         return _(words[value])
     if isinstance(value, str) and (key in CARD_PROSE or nested
                                    or len(value.split()) >= MIN_WORDS):
-        return _(value)  # a shipped card's sentence (viz_core/i18n/cards.py)
-    return "—" if value is None or value == "" else str(value)
+        return cut(_(value))  # a shipped card's sentence (viz_core/i18n/cards.py)
+    return "—" if value is None or value == "" else cut(str(value))
+
+
+def cut(text: str, limit: int = MAX_CHARS) -> str:
+    """``text`` up to ``limit`` characters, then "…" (a user's card can hold anything)."""
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def card_sections(card: dict | None) -> list[tuple[str, str]]:

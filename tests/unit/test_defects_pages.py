@@ -185,17 +185,19 @@ def test_card_sections_nest_and_show_text_as_typed():
 
 def test_a_deep_or_wide_card_is_shown_cut():
     """A user's card can nest anything: 900 levels (json reads it, below the recursion limit)
-    crashed Home with a RecursionError; 100,000 entries would have been one huge cell."""
-    from attention_lab.ui.model_card import MAX_DEPTH, MAX_ITEMS, card_sections
+    crashed Home with a RecursionError; 100,000 entries or a million characters would have
+    been one huge cell."""
+    from attention_lab.ui.model_card import MAX_CHARS, MAX_DEPTH, MAX_ITEMS, card_sections
 
     deep = 1
     for _level in range(900):
         deep = {"a": deep}
     wide = {f"k{i}": i for i in range(100_000)}
-    card = {"metrics": deep, "training": wide, "text": list(range(250))}
+    card = {"metrics": deep, "training": wide, "text": list(range(250)), "task": "x" * 10**6}
     rows = {r["field"]: r["value"] for r in model_card_rows({}, card)}
     assert rows["Metrics"] == "a: " * MAX_DEPTH + "…"
     assert rows["Training"].endswith(f"k99: 99, … ({100_000 - MAX_ITEMS:,} more)")
+    assert rows["Task"] == "x" * MAX_CHARS + "…"
     sections = dict(card_sections(card))
     lines = sections["Metrics"].split("\n")
     assert len(lines) == MAX_DEPTH and lines[-1].endswith("**a**: …")
