@@ -222,6 +222,33 @@ def test_encoder_only_and_config_validation():
                           tgt_vocab_size=5).validate()
 
 
+@pytest.mark.parametrize("kind", ["encoder-decoder", "decoder-only", "encoder-only"])
+def test_every_bad_config_value_is_a_checkpoint_error(kind):
+    """Every field of a config.json given a value of the wrong type or out of range is one
+    CheckpointError from from_dict: the special token ids, dropout and the two switches
+    were not checked (None, "x", -1 or 10**30 as bos_id gave TypeError, ValueError or
+    IndexError at the first trace: "Something went wrong" in the app)."""
+    from viz_core.errors import CheckpointError
+
+    good = TransformerConfig(kind=kind, src_vocab_size=20, tgt_vocab_size=30, d_model=32,
+                             n_heads=4, d_ff=64, max_len=16).to_dict()
+    TransformerConfig.from_dict(good)
+    vocab = 30 if kind == "decoder-only" else 20  # the ids must fit every vocabulary used
+    out_of_range = {"d_model": [-1, 0, 30], "n_heads": [-1, 0, 5], "n_kv_heads": [0, 3, True],
+                    "d_ff": [-1, True], "max_len": [0, 10**6], "dropout": [True, 1.0, -0.1],
+                    "rope_base": [True, 1.0, 1e13], "norm_first": [1, 0], "kind": ["gpt"],
+                    "share_embeddings": [1, "yes"], "positional": ["alibi"], "norm": ["x"],
+                    **{f: [-1, vocab, 10**30, True] for f in ("pad_id", "bos_id", "eos_id",
+                                                               "unk_id")}}
+    for field in good:
+        wrong_type = [] if field == "n_kv_heads" else [None]  # None: as many as n_heads
+        for value in [*wrong_type, "x", [], {}, *out_of_range.get(field, [])]:
+            with pytest.raises(CheckpointError, match="invalid model config"):
+                TransformerConfig.from_dict({**good, field: value})
+    with pytest.raises(CheckpointError, match=f"bos_id must be a token id in 0..{vocab - 1}"):
+        TransformerConfig.from_dict({**good, "bos_id": vocab})
+
+
 def test_softmax_runs_in_float32_for_low_precision_weights():
     model = make().to(torch.bfloat16)
     src = torch.tensor([[4, 5, 6, 2]])

@@ -101,21 +101,30 @@ class TransformerConfig:
                       f"got {kv!r}")
         if self.norm not in NORMS:
             raise bad(f"norm must be one of {NORMS}, got {self.norm!r}")
-        if self.positional == "rope":
-            if self.d_k % 2:
-                raise bad(f"RoPE rotates pairs of dimensions: d_k ({self.d_k}) must be even")
-            base = self.rope_base
-            if isinstance(base, bool) or not isinstance(base, (int, float)) or not (
-                    1.0 < float(base) < 1e12):
-                raise bad(f"rope_base must be a number in (1, 1e12), got {base!r}")
+        if self.positional == "rope" and self.d_k % 2:
+            raise bad(f"RoPE rotates pairs of dimensions: d_k ({self.d_k}) must be even")
+        base = self.rope_base
+        if isinstance(base, bool) or not isinstance(base, (int, float)) or not (
+                1.0 < float(base) < 1e12):
+            raise bad(f"rope_base must be a number in (1, 1e12), got {base!r}")
         if self.max_len < 1 or self.max_len > MAX_LEN:
             raise bad(f"max_len must be in 1..{MAX_LEN}, got {self.max_len}")
         if self.has_encoder and not 0 < self.src_vocab_size <= MAX_VOCAB:
             raise bad(f"src_vocab_size must be in 1..{MAX_VOCAB}")
         if self.has_decoder and not 0 < self.tgt_vocab_size <= MAX_VOCAB:
             raise bad(f"tgt_vocab_size must be in 1..{MAX_VOCAB}")
-        if not 0.0 <= float(self.dropout) < 1.0:
-            raise bad(f"dropout must be in [0, 1), got {self.dropout}")
+        d = self.dropout
+        if isinstance(d, bool) or not isinstance(d, (int, float)) or not 0.0 <= d < 1.0:
+            raise bad(f"dropout must be a number in [0, 1), got {d!r}")
+        for name in ("norm_first", "share_embeddings"):
+            if not isinstance(getattr(self, name), bool):
+                raise bad(f"{name} must be true or false, got {getattr(self, name)!r}")
+        vocab = min([n for n, used in ((self.src_vocab_size, self.has_encoder),
+                                       (self.tgt_vocab_size, self.has_decoder)) if used])
+        for name in ("pad_id", "bos_id", "eos_id", "unk_id"):  # an id in every vocabulary
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < vocab:
+                raise bad(f"{name} must be a token id in 0..{vocab - 1}, got {value!r}")
         if self.approx_params() > MAX_PARAMS:
             raise bad(f"about {self.approx_params():,} parameters, over the limit of "
                       f"{MAX_PARAMS:,}")
