@@ -17,7 +17,7 @@ from viz_core.loading.policy import BUILTIN_HF, Policy, set_default_policy
 from . import state
 from .address import FIRST, page_settings
 from .charts import IMAGE_FORMATS
-from .errors import literal, log, reported
+from .errors import literal, log, reported, translated
 from .generation import new_tokens_control
 from .lang import language_switch
 from .runs import PRECISIONS, TraceRequest, get_model, model_footprint, run_trace, with_precision
@@ -162,7 +162,7 @@ def sidebar() -> Selection:
             policy.check_name(name, builtin=name in choices)
             model = get_model(name, device)
         for message in getattr(model, "notices", []):
-            st.warning(message, icon="🐢")
+            st.warning(literal(translated(message)), icon="🐢")
 
         examples = model.examples()
         # a new model brings its own first example unless the URL names a text

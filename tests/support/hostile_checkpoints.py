@@ -21,6 +21,19 @@ class Boom:
         return (open, (str(self.marker), "w"))
 
 
+def weights_missing(root: Path) -> tuple[Path, str]:
+    """A tiny BERT folder whose safetensors lack one weight (transformers starts it at
+    random): (folder, the weight's name)."""
+    from safetensors.torch import load_file, save_file
+
+    bert = make_tiny_bert(root / "hf_missing_weight")
+    weights = load_file(bert / "model.safetensors")
+    name = "encoder.layer.0.attention.self.query.weight"
+    weights.pop(name)
+    save_file(weights, bert / "model.safetensors", metadata={"format": "pt"})
+    return bert, name
+
+
 def hostile_checkpoints(root: Path) -> dict[str, tuple[Path, str]]:
     """name -> (folder, a word the message must contain)."""
     out = {}
@@ -69,6 +82,14 @@ def hostile_checkpoints(root: Path) -> dict[str, tuple[Path, str]]:
     bert = make_tiny_bert(p)
     (bert / "config.json").write_text(deep)
     out["hf_deep_config"] = (bert, "config")
+    for case, key, value, word in (  # a HF config.json that does not fit its weights
+            ("hf_layers", "num_hidden_layers", 10**12, "num_hidden_layers"),  # built forever
+            ("hf_wide", "intermediate_size", 10**9, "parameters"),  # allocated, then random
+            ("hf_shapes", "intermediate_size", 8, "does not match")):  # started at random
+        bert = make_tiny_bert(root / case)
+        cfg = json.loads((bert / "config.json").read_text())
+        (bert / "config.json").write_text(json.dumps({**cfg, key: value}))
+        out[case] = (bert, word)
     p = root / "hf_pickle_only"  # a HF folder whose weights are only a pickle
     bert = make_tiny_bert(p)
     (bert / "model.safetensors").unlink()

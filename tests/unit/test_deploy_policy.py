@@ -17,7 +17,7 @@ import pytest
 
 import viz_core as vc
 from tests.support.hf_tiny import make_tiny_bert
-from tests.support.hostile_checkpoints import hostile_checkpoints
+from tests.support.hostile_checkpoints import hostile_checkpoints, weights_missing
 from viz_core.backends import native
 from viz_core.loading import hf as hf_load
 from viz_core.loading.policy import Policy, safetensors_parameters
@@ -152,6 +152,25 @@ def test_hostile_checkpoints_raise_clear_errors(hostile):
             vc.load(str(path))
         assert word.lower() in str(err.value).lower(), (name, str(err.value))
     assert not (root / "UNPICKLED").exists()
+
+
+def test_weights_missing_from_a_checkpoint_are_said(tmp_path):
+    """transformers starts a weight the checkpoint lacks at random and loads on: the model
+    says so in its notices (shown under the model picker), with the weight's name."""
+    from tests.support.language import speaking
+    from viz_core.loading import resilience
+
+    folder, name = weights_missing(tmp_path)
+    model = vc.load(str(folder))
+    assert len(model.notices) == 1 and name in model.notices[0]
+    assert "1 of its weights, which start at random" in model.notices[0]
+    with speaking("zh"):
+        from attention_lab.ui.errors import translated
+
+        assert "随机值" in translated(model.notices[0])
+        assert "CPU" in translated(resilience.OOM_NOTICE)
+        assert "内存不足" in translated(resilience.OOM_NOTICE)
+    assert vc.load("minilm").notices == []  # a whole checkpoint: nothing to say
 
 
 def test_remote_code_never_runs(tmp_path):

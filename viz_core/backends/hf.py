@@ -48,6 +48,7 @@ class HFModel(Backend):
                  card: dict | None = None):
         super().__init__()
         self.hf_model = hf_model.eval()
+        self.load_notices: list = []  # what the app says under the model picker (Messages)
         self.tokenizer = tokenizer
         self.adapter = adapter
         self.family = adapter.model_type

@@ -143,12 +143,14 @@ def load_hf(name: str, device="auto", dtype="auto", *, shown: str | None = None,
     family = adapter.model_type
     auto = {"encoder-only": AutoModel, "decoder-only": AutoModelForCausalLM,
             "encoder-decoder": AutoModelForSeq2SeqLM}[adapter.architecture]
+    check_config_sizes(config, name, adapter.architecture)
     # Where it fits, from the safetensors headers before anything is loaded: on the device;
     # over the GPU and host memory (device_map="auto", accelerate) when the GPU alone is too
     # small; or refused with the sizes.
     where = "device"
     footprint = estimate(source, str(torch_dtype).removeprefix("torch."), str(dev))
     if footprint is not None:
+        check_config_fits_weights(auto, config, name, footprint.parameters)
         where = placement(footprint.bytes, dev.type, *free_memory(dev))
     spread = {"device_map": "auto"} if where == "device_map" else {}
     if spread:
@@ -161,15 +163,91 @@ def load_hf(name: str, device="auto", dtype="auto", *, shown: str | None = None,
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False,
                                                   local_files_only=cache_only)
-        model = auto.from_pretrained(
+        model, info = auto.from_pretrained(
             source, attn_implementation=register_with_transformers(),
             trust_remote_code=False, local_files_only=cache_only,
             use_safetensors=True,  # never unpickle weights a user points us at
-            dtype=torch_dtype, **spread)
+            dtype=torch_dtype, output_loading_info=True, **spread)
     except Exception as err:
+        if "ignore_mismatched_sizes" in str(err):  # its report went to the log
+            raise ModelLoadError(MISMATCHED, name=name, names="") from err
         raise ModelLoadError(N_("Cannot load the {family} model {name!r} (only safetensors "
                                 "weights are read): {short}"),
                              family=family, name=name, short=_short(err)) from err
+    mismatched = sorted(str(k if isinstance(k, str) else k[0])
+                        for k in info.get("mismatched_keys") or ())
+    if mismatched:  # transformers would start these over at random: not this model
+        raise ModelLoadError(MISMATCHED, name=name, names=" (" + ", ".join(mismatched[:3]) + (
+            ", …" if len(mismatched) > 3 else "") + ")")
     if not spread:
         model.to(dev)
-    return HFModel(model, tokenizer, adapter, name=shown, path=source, card=card)
+    out = HFModel(model, tokenizer, adapter, name=shown, path=source, card=card)
+    missing = sorted(str(k) for k in info.get("missing_keys") or ())
+    if missing:
+        out.load_notices.append(Message(
+            N_("This model's checkpoint lacks {count} of its weights, which start at random "
+               "({names}): what they compute is not the trained model's."),
+            count=len(missing), names=", ".join(missing[:3]) + (", …" if len(missing) > 3
+                                                                 else "")))
+    return out
+
+
+MISMATCHED = N_("{name!r}: its config.json does not match its weights: some weights have "
+                "other shapes than the config gives them{names}.")
+MAX_LAYERS = 1_000  # layers of one stack: above it no real model, only a hostile config
+MAX_HEADS = 4_096
+LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "encoder_layers",
+              "decoder_layers", "num_decoder_layers")
+HEAD_KEYS = ("num_attention_heads", "n_head", "num_heads", "encoder_attention_heads",
+             "decoder_attention_heads", "num_key_value_heads")
+# sizes that must be at least 1 where a config has them (positions, T5's distance buckets)
+POSITIVE_KEYS = ("max_position_embeddings", "n_positions", "relative_attention_max_distance",
+                 "relative_attention_num_buckets")
+MAX_SIZE = 100_000_000
+
+
+def check_config_sizes(config, name: str, architecture: str = "") -> None:
+    """Refuse a config.json whose layer or head counts no real model has (0, -1, 10**12),
+    before anything is built: transformers would build 10**12 layers until the memory that
+    every session shares runs out; and sizes or the decoder's first token that would fail
+    at the first run instead ("Something went wrong")."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    if architecture == "encoder-decoder":
+        start, vocab = getattr(config, "decoder_start_token_id", None), text.vocab_size
+        if isinstance(start, bool) or not isinstance(start, int) or not 0 <= start < vocab:
+            raise ModelLoadError(N_("{name!r}: its config.json gives decoder_start_token_id = "
+                                    "{value!r}; the decoder starts on a token id from 0 to "
+                                    "{last}."), name=name, value=start, last=vocab - 1)
+    for cfg in [config] + ([text] if text is not config else []):
+        for keys, most in ((LAYER_KEYS, MAX_LAYERS), (HEAD_KEYS, MAX_HEADS),
+                           (POSITIVE_KEYS, MAX_SIZE)):
+            for key in keys:
+                value = getattr(cfg, key, None)
+                if value is None and key == "num_key_value_heads":
+                    continue  # as many as the query heads
+                if key not in vars(cfg) and value is None:
+                    continue
+                if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+                    raise ModelLoadError(N_("{name!r}: its config.json gives {key} = {value!r}; "
+                                            "a model has 1 to {most:,} of those."),
+                                         name=name, key=key, value=value, most=most)
+
+
+def check_config_fits_weights(auto, config, name: str, weights: int) -> None:
+    """Refuse a config.json that describes a model far larger than its weights (built on the
+    meta device: no memory): transformers would allocate it and start the missing part at
+    random, or exhaust the memory on a width of 10**12."""
+    import torch
+
+    try:
+        with torch.device("meta"):
+            skeleton = auto.from_config(config)
+        n = sum(p.numel() for p in skeleton.parameters())
+    except Exception as err:  # noqa: BLE001 - a config transformers cannot build
+        raise ModelLoadError(N_("{name!r}: its config.json does not describe a model that can "
+                                "be built: {short}"), name=name, short=_short(err)) from err
+    if n > 1.1 * weights + 1_000_000:
+        raise ModelLoadError(N_("{name!r}: its config.json describes a model of {config:,} "
+                                "parameters but its weights hold {weights:,}: the config "
+                                "does not belong to these weights."),
+                             name=name, config=n, weights=weights)

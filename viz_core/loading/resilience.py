@@ -24,11 +24,12 @@ import torch
 
 from ..analysis.registry import ANALYSES, attach
 from ..backends.base import Backend
+from ..i18n import N_, Message
 
 log = logging.getLogger("attention_lab")
 
-OOM_NOTICE = ("The GPU ran out of memory, so this model was moved to the CPU and the run "
-              "was repeated there (slower, same results).")
+OOM_NOTICE = Message(N_("The GPU ran out of memory, so this model was moved to the CPU and "
+                        "the run was repeated there (slower, same results)."))
 
 _lock = threading.Lock()
 
@@ -176,7 +177,8 @@ class GuardedModel:
 
     def __init__(self, backend):
         self.backend = backend
-        self.notices: list[str] = []  # shown under the model picker (e.g. moved to the CPU)
+        # shown under the model picker (moved to the CPU, weights not in the checkpoint)
+        self.notices: list[str] = list(getattr(backend, "load_notices", None) or [])
 
     # ---- runs and analyses: guarded (the analyses from viz_core.analysis.registry) ------
     trace = guarded(backend_run("trace"))
