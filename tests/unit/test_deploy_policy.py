@@ -173,6 +173,24 @@ def test_weights_missing_from_a_checkpoint_are_said(tmp_path):
     assert vc.load("minilm").notices == []  # a whole checkpoint: nothing to say
 
 
+def test_a_config_without_weights_here_is_sized_from_the_config(tmp_path, monkeypatch):
+    """A Hub id not yet downloaded has no safetensors headers to size it: the model its
+    config.json describes (built on the meta device) is what must fit, so a config with a
+    feed-forward width of 10**9 is refused before transformers allocates 130 billion
+    parameters."""
+    from tests.support.hf_tiny import make_tiny_bert
+    from viz_core.loading import hf as hf_loading
+
+    bert = make_tiny_bert(tmp_path / "bert")
+    cfg = json.loads((bert / "config.json").read_text())
+    (bert / "config.json").write_text(json.dumps({**cfg, "intermediate_size": 10**9}))
+    monkeypatch.setattr(hf_loading, "estimate", lambda *a, **k: None)
+    with pytest.raises(vc.ModelLoadError, match="GB of free memory"):
+        vc.load(str(bert), device="cpu")
+    (bert / "config.json").write_text(json.dumps(cfg))
+    assert vc.load(str(bert), device="cpu").trace("the cat").blocks  # sized, and it fits
+
+
 def test_remote_code_never_runs(tmp_path):
     folder = tmp_path / "remote"
     folder.mkdir()

@@ -15,6 +15,8 @@ import threading
 from pathlib import Path
 from urllib.parse import urlparse
 
+import torch
+
 from viz_core.i18n import N_, Message
 
 from ..backends.families import family_for
@@ -152,6 +154,10 @@ def load_hf(name: str, device="auto", dtype="auto", *, shown: str | None = None,
     if footprint is not None:
         check_config_fits_weights(auto, config, name, footprint.parameters)
         where = placement(footprint.bytes, dev.type, *free_memory(dev))
+    else:  # weights not here yet (a Hub id to download): the size its config describes
+        per = torch.empty((), dtype=torch_dtype).element_size()
+        where = placement(skeleton_parameters(auto, config, name) * per, dev.type,
+                          *free_memory(dev))
     spread = {"device_map": "auto"} if where == "device_map" else {}
     if spread:
         try:
@@ -233,19 +239,23 @@ def check_config_sizes(config, name: str, architecture: str = "") -> None:
                                          name=name, key=key, value=value, most=most)
 
 
-def check_config_fits_weights(auto, config, name: str, weights: int) -> None:
-    """Refuse a config.json that describes a model far larger than its weights (built on the
-    meta device: no memory): transformers would allocate it and start the missing part at
-    random, or exhaust the memory on a width of 10**12."""
-    import torch
-
+def skeleton_parameters(auto, config, name: str) -> int:
+    """The parameters of the model ``config`` describes, built on the meta device (no
+    memory; check_config_sizes first, so that no count makes the build itself endless)."""
     try:
         with torch.device("meta"):
             skeleton = auto.from_config(config)
-        n = sum(p.numel() for p in skeleton.parameters())
+        return sum(p.numel() for p in skeleton.parameters())
     except Exception as err:  # noqa: BLE001 - a config transformers cannot build
         raise ModelLoadError(N_("{name!r}: its config.json does not describe a model that can "
                                 "be built: {short}"), name=name, short=_short(err)) from err
+
+
+def check_config_fits_weights(auto, config, name: str, weights: int) -> None:
+    """Refuse a config.json that describes a model far larger than its weights: transformers
+    would allocate it and start the missing part at random, or exhaust the memory on a
+    width of 10**12."""
+    n = skeleton_parameters(auto, config, name)
     if n > 1.1 * weights + 1_000_000:
         raise ModelLoadError(N_("{name!r}: its config.json describes a model of {config:,} "
                                 "parameters but its weights hold {weights:,}: the config "
