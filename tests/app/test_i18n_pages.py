@@ -69,6 +69,44 @@ def test_every_page_speaks_chinese(sessions, model, page):
     assert re.search(r"[\u4e00-\u9fff]", at.title[0].value) if at.title else True
 
 
+def _english_left(at: AppTest) -> list[tuple[str, str]]:
+    words = user_words(at)
+    left = [(kind, run) for kind, text in shown_texts(at) for run in english_runs(text, words)]
+    left += [(part, text) for part, text in figure_texts(at) if english_words(text, words)]
+    left += [(part, text) for part, text in option_texts(at) if option_words(text, words)]
+    return left
+
+
+@pytest.mark.parametrize("model", ["lm", "en-fr"])
+def test_every_switch_and_mode_speaks_chinese(model):
+    """What a page shows once a toggle or checkbox is flipped or a radio's other option is
+    picked (the Inside page's scoring comparison: its three figures were English), in zh."""
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update({"lang": "zh", "model": model})
+    at.run()
+    flipped = 0
+    for spec in PAGES:
+        at.switch_page(spec.path).run()
+        for kind in ("toggle", "checkbox"):
+            for i in range(len(at.get(kind))):
+                element = at.get(kind)[i]
+                element.set_value(not element.value).run()
+                assert not at.exception, (spec.path, element.key, at.exception[0].message)
+                assert _english_left(at) == [], (spec.path, element.key)
+                flipped += 1
+        for i, key in enumerate(r.key for r in at.radio):
+            if key == "lang" or i >= len(at.radio):
+                continue
+            for option in list(at.radio[i].options)[1:]:
+                at.radio[i].set_value(option).run()
+                assert not at.exception, (spec.path, key, at.exception[0].message)
+                assert _english_left(at) == [], (spec.path, key, option)
+                flipped += 1
+                if i >= len(at.radio) or at.radio[i].key != key:
+                    break
+    assert flipped >= 5  # the sweep reached the switches (scoring, compare's modes, ...)
+
+
 def test_the_english_detector_can_fail():
     assert english_runs("这是 the query vector of 词元", set()) == ["the query vector of"]
     assert english_words("layer 3, head 2", set()) == ["layer", "head"]

@@ -42,7 +42,8 @@ def english_runs(text: str, user_words: set[str]) -> list[str]:
 
 # Pickers whose options are the user's data, not the interface's words: the model list (its
 # descriptions are checked on their own), the example inputs, the mask page's sentences.
-USER_OPTIONS = {"model_pick", "example", "mask_sentence"}
+USER_OPTIONS = {"model_pick", "example", "mask_sentence",
+                "model_b", "student"}  # Compare's second model and student: model names
 OPTION_KINDS = ("selectbox", "radio", "multiselect", "select_slider")
 
 
@@ -120,6 +121,7 @@ FIGURE_TERMS = {"encoder", "decoder", "self", "cross", "embed", "mlp", "logits",
                 "False", "PAD", "CLS", "SEP", "eos", "bos", "unk", "pad", "softmax", "rollout",
                 "EAP", "MLP", "logit", "sin", "cos", "log", "out", "best", "nats",
                 "pos", "mod",  # RoPE's notation: pos·θᵢ, mod 2π
+                "tanh", "max",  # the additive scorer vᵀ tanh(W₁q + W₂k), max_j p_j(1−p_j)
                 "PNG"}  # the image format the toolbar's camera saves
 
 

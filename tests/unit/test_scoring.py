@@ -239,3 +239,11 @@ def test_saturation_figures_mark_the_current_d_k():
     draw = draw_weights_figure(d.weights, 16)
     np.testing.assert_allclose(draw.data[0].y, d.weights["unscaled"], rtol=1e-6)
     assert len(set(draw.data[0].x)) == scoring.N_KEYS
+
+
+def test_the_saturation_label_names_the_threshold_the_statistic_uses():
+    """The label is a catalogue constant with the number written out: it must say the
+    threshold row_stats counts with."""
+    from viz_core.lessons.scoring import SATURATED, STATS
+
+    assert f"> {SATURATED}" in STATS["saturated"]

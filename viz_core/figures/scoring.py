@@ -25,7 +25,7 @@ SCALING_LABELS = {"unscaled": N_("q·k (unscaled)"), "scaled": N_("q·k / √d_k
 def scoring_comparison_figure(scores: Mapping[str, np.ndarray],
                               weights: Mapping[str, np.ndarray], key_tokens: Sequence[str],
                               blocked: np.ndarray | None = None,
-                              title: str = "Three scoring functions, one query",
+                              title: str | None = None,
                               labels: Mapping[str, str] = SCORER_LABELS) -> go.Figure:
     """One row per scorer (in the order of `scores`): its scores [n_keys] on the left, its
     softmax weights on the right, keys on the x axis (unique labels). Blocked keys get no
@@ -36,7 +36,8 @@ def scoring_comparison_figure(scores: Mapping[str, np.ndarray],
     blocked = np.zeros(n, dtype=bool) if blocked is None else np.asarray(blocked, dtype=bool)
     titles = []
     for name in names:
-        titles += [f"{labels.get(name, name)}: score", "softmax weight"]
+        titles += [_("{scorer}: score").format(scorer=_(labels.get(name, name))),
+                   _("softmax weight")]
     fig = make_subplots(rows=len(names), cols=2, shared_xaxes=True, subplot_titles=titles,
                         horizontal_spacing=0.08, vertical_spacing=0.12)
     idx = np.nonzero(blocked)[0]
@@ -50,7 +51,8 @@ def scoring_comparison_figure(scores: Mapping[str, np.ndarray],
         fig.add_trace(go.Bar(x=key_labels, y=f32(weights[name]), name=label,
                              marker_color=SCORER_COLORS.get(name), legendgroup=name,
                              showlegend=False,
-                             hovertemplate="%{x}: weight %{y:.4f}<extra>" + label + "</extra>"),
+                             hovertemplate="%{x}: " + _("weight") + " %{y:.4f}<extra>" + label
+                                           + "</extra>"),
                       row=r, col=2)
         fig.update_yaxes(range=[0, 1], row=r, col=2)
         if len(idx):
@@ -65,7 +67,8 @@ def scoring_comparison_figure(scores: Mapping[str, np.ndarray],
     fig.update_xaxes(**{k: v for k, v in axis.items() if k != "title"})
     for c in (1, 2):
         fig.update_xaxes(title=_("key"), row=len(names), col=c)
-    return base_layout(fig, title, height=170 * len(names) + 130, showlegend=bool(len(idx)),
+    return base_layout(fig, title or _("Three scoring functions, one query"),
+                       height=170 * len(names) + 130, showlegend=bool(len(idx)),
                        bargap=0.15, margin=dict(l=60, r=20, t=90, b=50))
 
 
@@ -101,15 +104,16 @@ def saturation_figure(d_ks: np.ndarray, stats: Mapping[str, Mapping[str, np.ndar
             fig.add_vline(x=int(current), line=dict(color="#555555", dash="dash", width=1),
                           row=r, col=c)
     if title is None:
-        what = "" if n_keys is None or draws is None else f" ({draws} draws of q and {n_keys} keys)"
-        title = f"Softmax saturation against d_k{what}"
+        title = _("Softmax saturation against d_k") if n_keys is None or draws is None else \
+            _("Softmax saturation against d_k ({draws} draws of q and {n_keys} keys)").format(
+                draws=draws, n_keys=n_keys)
     return base_layout(fig, title, height=260 * rows + 110,
                        legend=dict(orientation="h", y=-0.15),
                        margin=dict(l=60, r=20, t=90, b=60))
 
 
 def logit_variance_figure(d_ks: np.ndarray, dot_var: np.ndarray, current: int | None = None,
-                          title: str = "Variance of the logits against d_k") -> go.Figure:
+                          title: str | None = None) -> go.Figure:
     """Empirical Var(q·k) (about d_k) and Var(q·k/√d_k) (about 1), with the closed forms."""
     d = np.asarray(d_ks, dtype=np.float64)
     v = np.asarray(dot_var, dtype=np.float64)
@@ -129,7 +133,7 @@ def logit_variance_figure(d_ks: np.ndarray, dot_var: np.ndarray, current: int | 
         fig.add_vline(x=int(current), line=dict(color="#555555", dash="dash", width=1))
     fig.update_xaxes(**_log2_axis(d_ks))
     fig.update_yaxes(type="log", title=_("variance of the logit"))
-    return base_layout(fig, title, height=320)
+    return base_layout(fig, title or _("Variance of the logits against d_k"), height=320)
 
 
 def draw_weights_figure(weights: Mapping[str, np.ndarray], d_k: int,

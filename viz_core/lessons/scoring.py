@@ -40,7 +40,7 @@ N_DRAWS = 400  # random (q, K) draws per d_k for the curves
 SATURATED = 0.99  # a row "saturates" when its largest weight exceeds this
 STATS = {"max_weight": N_("mean largest weight"),
          "entropy": N_("mean entropy / log n (1 = uniform)"),
-         "saturated": f"share of rows with largest weight > {SATURATED}",
+         "saturated": N_("share of rows with largest weight > 0.99"),  # SATURATED
          "gradient": N_("mean largest softmax gradient max_j p_j(1−p_j)")}
 
 
