@@ -130,6 +130,8 @@ chart(head_distribution(atlas.hist, kind, int(layer), int(head)), key="atlas_hea
 st.caption(_("Top examples for {value} · peak: the query position (and token) where the head "
              "scores highest · open: this example and head on the Attention page").format(
                value=_(LABELS[role])))
-table(top_table(atlas, kind, int(layer), int(head), role), key="atlas_top",
-             hide_index=True, width="stretch",
-             column_config={"open": st.column_config.LinkColumn(_("open"), display_text=_("open ↗"))})
+with reported(_("reading the atlas's examples")):
+    table(top_table(atlas, kind, int(layer), int(head), role), key="atlas_top",
+          hide_index=True, width="stretch",
+          column_config={"open": st.column_config.LinkColumn(_("open"),
+                                                             display_text=_("open ↗"))})

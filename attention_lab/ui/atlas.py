@@ -193,8 +193,9 @@ def show_patching_run(folder: Path) -> None:
                      value=r['mean'], value2=r['std'], value3=r['sem'], value4=r['min'],
                      value5=r['max'], int=int(r['n'])))
     st.caption(_("The pairs where patching this head restores the most"))
-    table(patching_pairs_table(patched, kind, layer, head), key="patch_top",
-                 hide_index=True, width="stretch")
+    with reported(_("reading the run's pairs")):
+        table(patching_pairs_table(patched, kind, layer, head), key="patch_top",
+              hide_index=True, width="stretch")
 
 
 EDGE_COLUMNS = {"sender": N_("sender"), "receiver": N_("receiver"), "input": N_("input"),

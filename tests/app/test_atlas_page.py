@@ -295,3 +295,34 @@ def test_a_finished_atlas_reads_in_chinese(task, atlas_dir, patching_dir, circui
     left += [(part, text) for part, text in option_texts(at) if option_words(text, words)]
     left += [("hover text", text) for text in hover_texts(at) if english_words(text, words)]
     assert left == [], left[:8]
+
+
+DAMAGE = {"atlas.json": "a list", "summary": "garbage", "shards": "deleted"}
+
+
+@pytest.mark.parametrize("task,damage", [(t, d) for t in ("roles", "patching", "circuit")
+                                         for d in DAMAGE if (t, d) != ("circuit", "shards")])
+def test_a_damaged_run_is_said_in_one_line(task, damage, atlas_dir, patching_dir, circuit_dir,
+                                           monkeypatch, tmp_path):
+    """A run folder damaged after the fact (a copy cut short, a disk that filled up, a file
+    of another shape): an atlas.json that is a list, a summary that is not Parquet, shard
+    files deleted. Each gave a redacted exception ('This app has encountered an error') or
+    'Something went wrong (ArrowInvalid)'; now one message naming the folder."""
+    import shutil
+
+    folder = tmp_path / "run"
+    shutil.copytree({"roles": atlas_dir, "patching": patching_dir, "circuit": circuit_dir}[task],
+                    folder)
+    if damage == "atlas.json":
+        (folder / "atlas.json").write_text("[1, 2]")
+    elif damage == "summary":
+        name = {"roles": "summary", "patching": "patching", "circuit": "circuit"}[task]
+        (folder / f"{name}.parquet").write_bytes(b"not parquet")
+    else:
+        for shard in (folder / "shards").iterdir():
+            shard.unlink()
+    at = open_page(monkeypatch, tmp_path, model="lm", atlas=folder)
+    assert not at.exception, [e.message for e in at.exception]
+    errors = [e.value for e in at.error]
+    assert any("damaged atlas directory" in e and "resume" in e for e in errors), errors
+    assert not any("went wrong" in e for e in errors), errors

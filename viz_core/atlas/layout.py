@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import VizError
+from ..i18n import N_
 
 MANIFEST, INFO, PROGRESS = "manifest.json", "atlas.json", "progress.json"
 ERROR = "error.json"
@@ -73,11 +75,68 @@ def write_json(path: Path, data: dict) -> None:
 
 
 def read_json(path: Path) -> dict | None:
-    """The JSON file, or None when it is missing or unreadable (broken, nested too deeply)."""
+    """The JSON object in the file, or None when it is missing, unreadable (broken, nested
+    too deeply) or not an object."""
     try:
-        return json.loads(Path(path).read_text())
+        data = json.loads(Path(path).read_text())
     except (OSError, ValueError, RecursionError):
         return None
+    return data if isinstance(data, dict) else None
+
+
+# What atlas.json holds that the Head atlas page reads, and its type
+INFO_TYPES = {"model": str, "data": str, "method": str, "task": str, "examples": int,
+              "probe_examples": int, "token_cut": int, "failed": int, "shards": int,
+              "shards_done": int, "patched": int, "small_gap": int, "steps": int,
+              "complete": bool, "input": dict, "errors": list}
+
+
+def read_info(path: Path) -> dict:
+    """A run's atlas.json, checked (``checked_info``); unreadable or not an object: the
+    AtlasInputError of a damaged directory."""
+    info = read_json(Path(path) / INFO)
+    if info is None:
+        raise damaged_error(path, f"{INFO} is not a JSON object")
+    return checked_info(path, info)
+
+
+def checked_info(path: Path, info: dict) -> dict:
+    """atlas.json as read, its fields of the types the page reads (INFO_TYPES; every value
+    of "input" a number, every entry of "errors" an object); a damaged atlas.json raises
+    the AtlasInputError of ``damaged``."""
+    for key, kind in INFO_TYPES.items():
+        value = info.get(key)
+        bad = value is not None and (not isinstance(value, kind) or (
+            kind is int and isinstance(value, bool)))
+        if kind is dict and isinstance(value, dict):
+            bad = not all(isinstance(v, (int, float)) for v in value.values())
+        if kind is list and isinstance(value, list):
+            bad = not all(isinstance(v, dict) for v in value)
+        if bad:
+            raise damaged_error(path, f"{INFO}: {key} = {value!r:.60}")
+    return info
+
+
+def damaged_error(path: Path, what: str):
+    from .inputs import AtlasInputError
+
+    return AtlasInputError(N_("{path} is a damaged atlas directory ({what}): run the atlas "
+                              "again, or continue it with --resume."), path=path, what=what)
+
+
+@contextmanager
+def damaged(path: Path):
+    """Reading a run's files: a file that is missing, truncated or of another shape raises
+    one AtlasInputError that names the directory, instead of pyarrow's or pandas' error."""
+    from .inputs import AtlasInputError
+
+    try:
+        yield
+    except AtlasInputError:
+        raise
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError) as err:
+        text = " ".join(str(err).split())
+        raise damaged_error(path, f"{type(err).__name__}: {text[:160]}") from err
 
 
 def write_error(out: Path, err: VizError | None) -> None:

@@ -37,12 +37,15 @@ from ..errors import VizError
 from .layout import (
     INFO,
     MANIFEST,
+    damaged,
+    damaged_error,
     done_shards,
     error_data,
     errors_path,
     examples_path,
     heads_path,
     input_path,
+    read_info,
     read_json,
     write_atomic,
     write_json,
@@ -315,11 +318,17 @@ class PatchingAtlas:
         import pyarrow.parquet as pq
 
         parts = []
-        for s in done_shards(self.path):
-            filters = None if ids is None else [("example", "in", [int(i) for i in ids])]
-            t = pq.read_table(examples_path(self.path, s), filters=filters)
-            if t.num_rows:
-                parts.append(t.to_pandas())
+        with damaged(self.path):
+            for s in done_shards(self.path):
+                filters = None if ids is None else [("example", "in", [int(i) for i in ids])]
+                t = pq.read_table(examples_path(self.path, s), filters=filters)
+                if t.num_rows:
+                    parts.append(t.to_pandas())
+        if ids is not None:  # the summary names them: their shard is gone
+            got = {int(i) for p in parts for i in p["example"]}
+            missing = sorted({int(i) for i in ids} - got)
+            if missing:
+                raise damaged_error(self.path, f"pairs {missing[:3]} not in shards/")
         if not parts:
             return PAIRS_SCHEMA.empty_table().to_pandas()
         df = pd.concat(parts, ignore_index=True)
@@ -331,7 +340,10 @@ class PatchingAtlas:
 def run_task(path: str | Path) -> str | None:
     """The --task of the atlas run in ``path`` (None: no manifest there)."""
     info = read_json(Path(path) / MANIFEST)
-    return None if info is None else info.get("config", {}).get("task", "roles")
+    if info is None:
+        return None
+    task = (info.get("config") if isinstance(info.get("config"), dict) else {}).get("task")
+    return task if isinstance(task, str) else "roles"
 
 
 def is_patching(path: str | Path) -> bool:
@@ -347,10 +359,12 @@ def load_pairs(task: PairTask, path: str | Path, summarise) -> PatchingAtlas:
     if run_task(path) != task.name:
         raise AtlasInputError(N_("{path} is not the output of an atlas --task {name} run."),
                                  path=path, name=task.name)
-    if not (path / INFO).is_file() or not (path / task.summary).is_file():
-        summarise(path, complete=False)
-    return PatchingAtlas(path, read_json(path / INFO) or {},
-                         pd.read_parquet(path / task.summary), pd.read_parquet(path / task.top))
+    with damaged(path):
+        if not (path / INFO).is_file() or not (path / task.summary).is_file():
+            summarise(path, complete=False)
+        return PatchingAtlas(path, read_info(path),
+                             pd.read_parquet(path / task.summary),
+                             pd.read_parquet(path / task.top))
 
 
 def load_patching(path: str | Path) -> PatchingAtlas:

@@ -21,7 +21,18 @@ import pandas as pd
 
 from viz_core.i18n import N_
 
-from .layout import INFO, MANIFEST, done_shards, examples_path, heads_path, read_json, write_json
+from .layout import (
+    INFO,
+    MANIFEST,
+    damaged,
+    damaged_error,
+    done_shards,
+    examples_path,
+    heads_path,
+    read_info,
+    read_json,
+    write_json,
+)
 from .roles import ROLES, dominant_role
 
 KEYS = ["probe", "kind", "layer", "head"]
@@ -161,14 +172,19 @@ class Atlas:
         import pyarrow.parquet as pq
 
         want, parts = set(int(i) for i in ids), []
-        for s in done_shards(self.path):
-            t = pq.read_table(examples_path(self.path, s),
-                              filters=[("example", "in", list(want))])
-            if t.num_rows:
-                parts.append(t.to_pandas())
-        if not parts:
-            return pd.DataFrame(columns=["example", "text", "target", "tokens", "target_tokens"])
-        return pd.concat(parts, ignore_index=True).set_index("example", drop=False)
+        with damaged(self.path):
+            for s in done_shards(self.path):
+                t = pq.read_table(examples_path(self.path, s),
+                                  filters=[("example", "in", list(want))])
+                if t.num_rows:
+                    parts.append(t.to_pandas())
+        found = (pd.concat(parts, ignore_index=True).set_index("example", drop=False) if parts
+                 else pd.DataFrame(columns=["example", "text", "target", "tokens",
+                                            "target_tokens"]))
+        missing = sorted(want - set(int(i) for i in found.index))
+        if missing:  # the summary names them: their shard is gone
+            raise damaged_error(self.path, f"examples {missing[:3]} not in shards/")
+        return found
 
 
 def is_atlas(path: Path) -> bool:
@@ -189,8 +205,9 @@ def load_atlas(path: str | Path) -> Atlas:
         what = "a head-patching run" if task == "patching" else "a circuit run"
         raise AtlasInputError(N_("{path} holds {what} (--task {task}): read it with "
                                 "viz_core.atlas.load_{task}."), path=path, what=what, task=task)
-    if not (path / INFO).is_file() or not (path / "summary.parquet").is_file():
-        summarize(path, complete=False)
-    info = read_json(path / INFO) or {}
-    return Atlas(path, info, pd.read_parquet(path / "summary.parquet"),
-                 pd.read_parquet(path / "top.parquet"), pd.read_parquet(path / "hist.parquet"))
+    with damaged(path):
+        if not (path / INFO).is_file() or not (path / "summary.parquet").is_file():
+            summarize(path, complete=False)
+        return Atlas(path, read_info(path), pd.read_parquet(path / "summary.parquet"),
+                     pd.read_parquet(path / "top.parquet"),
+                     pd.read_parquet(path / "hist.parquet"))
