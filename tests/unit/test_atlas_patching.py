@@ -136,6 +136,31 @@ def test_empty_file_and_header_only(tmp_path, capsys):
     assert "no rows" in cli_error(capsys, tmp_path / "h.csv", tmp_path)
 
 
+def test_a_header_that_is_not_utf8_is_one_line(tmp_path, capsys):
+    """A Latin-1 header ("café"): pyarrow decodes the column names lazily, so it was a
+    UnicodeDecodeError traceback after the file had been opened."""
+    (tmp_path / "l.csv").write_bytes("clean,corrupted,caf\xe9\nthe cat,the dog,x\n".encode("latin-1"))
+    assert "is not a readable CSV file" in cli_error(capsys, tmp_path / "l.csv", tmp_path)
+
+
+def test_nothing_to_read_is_said_in_chinese(tmp_path):
+    """The words filled into "… has {what}" are catalogue entries: they were English in zh."""
+    from attention_lab.ui.errors import translated
+    from tests.support.language import speaking
+    from viz_core.atlas.inputs import InputStats, read_examples
+    from viz_core.atlas.pairs import PairStats, read_pairs
+
+    (tmp_path / "h.csv").write_text("clean,corrupted\n")
+    (tmp_path / "b.txt").write_text("\n \n")
+    for read, stats, path in ((read_pairs, PairStats, "h.csv"), (read_examples, InputStats,
+                                                                 "b.txt")):
+        with pytest.raises(AtlasInputError) as err:
+            list(read(str(tmp_path / path), stats()))
+        with speaking("zh"):
+            shown = translated(err.value)
+        assert "rows" not in shown and "blank" not in shown and "lines" not in shown, shown
+
+
 def test_only_blank_cells(tmp_path, capsys):
     bad = write_pairs(tmp_path / "b.csv", [("", "the cat", "", ""), ("the cat", " ", "", "")])
     assert "blank clean or corrupted" in cli_error(capsys, bad, tmp_path)

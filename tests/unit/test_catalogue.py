@@ -269,6 +269,19 @@ def test_a_message_inside_a_message_is_translated_too():
     assert translated(warning) == str(warning)
 
 
+def test_the_word_a_message_names_is_translated_too():
+    """The text a cut or empty input names ("prompt", "input", "target") is a catalogue
+    entry: a cut prompt of the decoder-only lm read "prompt有 90 个词元" in zh."""
+    import viz_core as vc
+    from attention_lab.ui.errors import translated
+
+    trace = vc.load("lm").trace(" ".join(["the cat sat"] * 30), max_new=0)
+    with speaking("zh"):
+        shown = [translated(w) for w in trace.warnings]
+    assert shown and all("prompt" not in w for w in shown), shown
+    assert any("提示词" in w for w in shown), shown
+
+
 def untranslatable_errors(path: Path, root: Path = ROOT) -> list[str]:
     """Raises of the app's own errors whose message cannot be translated where shown: an
     f-string, a .format() call, a + or a bare literal in place of an N_() template with its

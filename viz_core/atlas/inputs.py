@@ -87,10 +87,12 @@ def open_csv(path: Path, hint: str = "", convert_options=None):
     _sniff_binary(path)
     delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
     try:
-        return pacsv.open_csv(path, parse_options=pacsv.ParseOptions(
+        reader = pacsv.open_csv(path, parse_options=pacsv.ParseOptions(
             delimiter=delimiter, newlines_in_values=True),
             read_options=pacsv.ReadOptions(block_size=1 << 20),
             convert_options=convert_options)
+        reader.schema.names  # noqa: B018 - the header decoded now: not UTF-8 is this error
+        return reader
     except (pa.ArrowInvalid, UnicodeDecodeError) as err:
         raise AtlasInputError(N_("{path} is not a readable CSV file ({err}){hint}"),
                                  path=path, err=err, hint=hint) from None
@@ -105,7 +107,7 @@ def csv_batches(path: Path, reader) -> Iterator:
             batch = reader.read_next_batch()
         except StopIteration:
             return
-        except pa.ArrowInvalid as err:
+        except (pa.ArrowInvalid, UnicodeDecodeError) as err:
             raise AtlasInputError(N_("{path}: CSV error ({err})."), path=path, err=err) from None
         yield batch
 
@@ -155,7 +157,7 @@ def read_examples(data: str, stats: InputStats, limit: int | None = None) -> Ite
         stats.examples += 1
         yield cell
     if stats.examples == 0:
-        what = "only blank lines" if stats.blank else "no examples"
+        what = N_("only blank lines") if stats.blank else N_("no examples")
         raise AtlasInputError(N_("{data} has {what}: nothing to analyse."), data=data, what=what)
 
 

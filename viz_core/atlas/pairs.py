@@ -120,7 +120,7 @@ def read_pairs(data: str, stats: PairStats, limit: int | None = None) -> Iterato
                "token": token if token and token.strip() else None,
                "against": against if against and against.strip() else None}
     if stats.examples == 0:
-        what = ("only rows with a blank clean or corrupted cell" if stats.blank
-                else "no rows")
+        what = (N_("only rows with a blank clean or corrupted cell") if stats.blank
+                else N_("no rows"))
         raise AtlasInputError(N_("{data} has {what}: no pair to patch. Each row needs a clean and "
                                 "a corrupted text."), data=data, what=what)

@@ -202,7 +202,7 @@ def load_atlas(path: str | Path) -> Atlas:
                                  path=path, MANIFEST=MANIFEST)
     task = run_task(path)
     if task in ("patching", "circuit"):
-        what = "a head-patching run" if task == "patching" else "a circuit run"
+        what = N_("a head-patching run") if task == "patching" else N_("a circuit run")
         raise AtlasInputError(N_("{path} holds {what} (--task {task}): read it with "
                                 "viz_core.atlas.load_{task}."), path=path, what=what, task=task)
     with damaged(path):

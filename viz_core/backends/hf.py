@@ -270,7 +270,7 @@ class HFModel(Backend):
                      max_new: int = 32, length_penalty: float = 1.0, early_stopping=False,
                      ablate: dict | None = None, warnings: list[str] | None = None):
         warnings = warnings if warnings is not None else []
-        what = "prompt" if self.architecture == "decoder-only" else "input"
+        what = N_("prompt") if self.architecture == "decoder-only" else N_("input")
         enc = self.encode_text(source, what, self.max_tokens, warnings)
         ids = torch.tensor([enc["input_ids"]], dtype=torch.long)
         prefix_ids = None

@@ -329,7 +329,7 @@ class NativeModel(Backend):
             src = right_pad(rows, cfg.pad_id, self.device)[0]
         if cfg.has_decoder:
             texts = targets if cfg.kind == "encoder-decoder" else sources
-            what = "target" if cfg.kind == "encoder-decoder" else "prompt"
+            what = N_("target") if cfg.kind == "encoder-decoder" else N_("prompt")
             rows = []
             for i, text in enumerate(texts):
                 ids, _, unk = self.encode_text(self.tgt_vocab, text, cfg.max_len - 1,
