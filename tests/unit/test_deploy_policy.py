@@ -191,6 +191,31 @@ def test_a_config_without_weights_here_is_sized_from_the_config(tmp_path, monkey
     assert vc.load(str(bert), device="cpu").trace("the cat").blocks  # sized, and it fits
 
 
+@pytest.mark.parametrize("family,key,value", [
+    ("albert", "num_hidden_groups", 0),  # ZeroDivisionError at the first run
+    ("mistral", "sliding_window", 0),  # a size mismatch in the mask
+    ("gemma2", "sliding_window", None),  # its every other layer is windowed: TypeError
+    ("gemma2", "query_pre_attn_scalar", -1),  # scores / sqrt(-1): a complex number
+    ("roberta", "pad_token_id", None),  # its positions count from the padding token
+])
+def test_hf_config_values_that_fail_at_the_first_run_are_refused_at_load(
+        family, key, value, tiny_models, tmp_path):
+    """Found by setting each integer of 17 families' tiny config.json to 0, -1, 10**12,
+    None and "x": these loaded and then failed at the first trace ("Something went
+    wrong"); now one line at load that names the field."""
+    import shutil
+
+    folder = tmp_path / family
+    shutil.copytree(tiny_models.path(family, seed=0), folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**cfg, key: value}))
+    with pytest.raises(vc.ModelLoadError, match=key):
+        vc.load(str(folder), device="cpu")
+    if family == "mistral":  # None is no window at all: a Mistral that loads and runs
+        (folder / "config.json").write_text(json.dumps({**cfg, key: None}))
+        assert vc.load(str(folder), device="cpu").trace("the cat sat").blocks
+
+
 def test_remote_code_never_runs(tmp_path):
     folder = tmp_path / "remote"
     folder.mkdir()

@@ -145,7 +145,7 @@ def load_hf(name: str, device="auto", dtype="auto", *, shown: str | None = None,
     family = adapter.model_type
     auto = {"encoder-only": AutoModel, "decoder-only": AutoModelForCausalLM,
             "encoder-decoder": AutoModelForSeq2SeqLM}[adapter.architecture]
-    check_config_sizes(config, name, adapter.architecture)
+    check_config_sizes(config, name, adapter.architecture, family)
     # Where it fits, from the safetensors headers before anything is loaded: on the device;
     # over the GPU and host memory (device_map="auto", accelerate) when the GPU alone is too
     # small; or refused with the sizes.
@@ -203,16 +203,19 @@ MISMATCHED = N_("{name!r}: its config.json does not match its weights: some weig
 MAX_LAYERS = 1_000  # layers of one stack: above it no real model, only a hostile config
 MAX_HEADS = 4_096
 LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "encoder_layers",
-              "decoder_layers", "num_decoder_layers")
+              "decoder_layers", "num_decoder_layers",
+              "num_hidden_groups", "inner_group_num")  # ALBERT's shared groups
 HEAD_KEYS = ("num_attention_heads", "n_head", "num_heads", "encoder_attention_heads",
              "decoder_attention_heads", "num_key_value_heads")
 # sizes that must be at least 1 where a config has them (positions, T5's distance buckets)
 POSITIVE_KEYS = ("max_position_embeddings", "n_positions", "relative_attention_max_distance",
-                 "relative_attention_num_buckets")
+                 "relative_attention_num_buckets", "sliding_window")
+NONE_MEANS = {"num_key_value_heads": (), "sliding_window": ("gemma2", "gemma3", "gemma3_text")}
+# keys None is allowed for (as many kv heads as query heads; no window), but in these families
 MAX_SIZE = 100_000_000
 
 
-def check_config_sizes(config, name: str, architecture: str = "") -> None:
+def check_config_sizes(config, name: str, architecture: str = "", family: str = "") -> None:
     """Refuse a config.json whose layer or head counts no real model has (0, -1, 10**12),
     before anything is built: transformers would build 10**12 layers until the memory that
     every session shares runs out; and sizes or the decoder's first token that would fail
@@ -224,13 +227,26 @@ def check_config_sizes(config, name: str, architecture: str = "") -> None:
             raise ModelLoadError(N_("{name!r}: its config.json gives decoder_start_token_id = "
                                     "{value!r}; the decoder starts on a token id from 0 to "
                                     "{last}."), name=name, value=start, last=vocab - 1)
+    if family == "roberta":  # its position ids count from the padding token
+        pad = getattr(text, "pad_token_id", None)
+        if isinstance(pad, bool) or not isinstance(pad, int) or not 0 <= pad < text.vocab_size:
+            raise ModelLoadError(N_("{name!r}: its config.json gives pad_token_id = {value!r}; "
+                                    "RoBERTa numbers positions from it, so it must be a token "
+                                    "id from 0 to {last}."), name=name, value=pad,
+                                 last=text.vocab_size - 1)
+    scalar = getattr(text, "query_pre_attn_scalar", None)  # Gemma 2/3: scores / sqrt(it)
+    if scalar is not None and (isinstance(scalar, bool) or not isinstance(scalar, (int, float))
+                               or not scalar > 0):
+        raise ModelLoadError(N_("{name!r}: its config.json gives {key} = {value!r}; it must be a "
+                                "number above 0."), name=name, key="query_pre_attn_scalar",
+                             value=scalar)
     for cfg in [config] + ([text] if text is not config else []):
         for keys, most in ((LAYER_KEYS, MAX_LAYERS), (HEAD_KEYS, MAX_HEADS),
                            (POSITIVE_KEYS, MAX_SIZE)):
             for key in keys:
                 value = getattr(cfg, key, None)
-                if value is None and key == "num_key_value_heads":
-                    continue  # as many as the query heads
+                if value is None and key in NONE_MEANS and family not in NONE_MEANS[key]:
+                    continue  # as many kv heads as query heads; no sliding window
                 if key not in vars(cfg) and value is None:
                     continue
                 if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
