@@ -173,33 +173,37 @@ def load_hf(name: str, device="auto", dtype="auto", *, shown: str | None = None,
             source, attn_implementation=register_with_transformers(),
             trust_remote_code=False, local_files_only=cache_only,
             use_safetensors=True,  # never unpickle weights a user points us at
-            dtype=torch_dtype, output_loading_info=True, **spread)
+            dtype=torch_dtype, output_loading_info=True,
+            ignore_mismatched_sizes=True,  # reported in the loading info, refused below
+            **spread)
     except Exception as err:
-        if "ignore_mismatched_sizes" in str(err):  # its report went to the log
-            raise ModelLoadError(MISMATCHED, name=name, names="") from err
         raise ModelLoadError(N_("Cannot load the {family} model {name!r} (only safetensors "
                                 "weights are read): {short}"),
                              family=family, name=name, short=_short(err)) from err
-    mismatched = sorted(str(k if isinstance(k, str) else k[0])
-                        for k in info.get("mismatched_keys") or ())
-    if mismatched:  # transformers would start these over at random: not this model
-        raise ModelLoadError(MISMATCHED, name=name, names=" (" + ", ".join(mismatched[:3]) + (
-            ", …" if len(mismatched) > 3 else "") + ")")
+    mismatched = [str(k if isinstance(k, str) else k[0]) for k in info.get("mismatched_keys")
+                  or ()]
+    if mismatched:  # transformers started these over at random: not this model
+        raise ModelLoadError(N_("{name!r}: its config.json does not match its weights: some "
+                                "weights have other shapes than the config gives them ({names})."),
+                             name=name, names=_first(mismatched))
     if not spread:
         model.to(dev)
     out = HFModel(model, tokenizer, adapter, name=shown, path=source, card=card)
-    missing = sorted(str(k) for k in info.get("missing_keys") or ())
+    missing = [str(k) for k in info.get("missing_keys") or ()]
     if missing:
         out.load_notices.append(Message(
             N_("This model's checkpoint lacks {count} of its weights, which start at random "
                "({names}): what they compute is not the trained model's."),
-            count=len(missing), names=", ".join(missing[:3]) + (", …" if len(missing) > 3
-                                                                 else "")))
+            count=len(missing), names=_first(missing)))
     return out
 
 
-MISMATCHED = N_("{name!r}: its config.json does not match its weights: some weights have "
-                "other shapes than the config gives them{names}.")
+def _first(names: list[str], n: int = 3) -> str:
+    """The first ``n`` names (sorted), then "…" when there are more."""
+    names = sorted(names)
+    return ", ".join(names[:n]) + (", …" if len(names) > n else "")
+
+
 MAX_LAYERS = 1_000  # layers of one stack: above it no real model, only a hostile config
 MAX_HEADS = 4_096
 LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "encoder_layers",
