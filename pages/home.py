@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from attention_lab.ui.errors import literal
+from attention_lab.ui.errors import literal, translated
 from attention_lab.ui.model_card import card_sections, cut, model_card_rows, model_metrics
 from attention_lab.ui.navigation import tour_markdown
 from attention_lab.ui.page import selection
@@ -19,7 +19,7 @@ info = sel.model.info()
 card = dict(getattr(sel.model, "card", {}) or {})
 if card.get("description"):
     prose = card["description"]
-    st.markdown(literal(cut(_(str(prose)), 5_000)))  # shipped cards' prose: in the catalogue
+    st.markdown(literal(cut(translated(prose), 5_000)))  # shipped cards' prose: in the catalogue
 metrics = model_metrics(info)
 for col, (label, value) in zip(st.columns(len(metrics)), metrics, strict=True):
     col.metric(label, value)

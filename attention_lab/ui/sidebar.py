@@ -162,7 +162,7 @@ def sidebar() -> Selection:
             policy.check_name(name, builtin=name in choices)
             model = get_model(name, device)
         for message in getattr(model, "notices", []):
-            st.warning(literal(translated(message)), icon="🐢")
+            st.warning(literal(translated(message)), icon="⚠️")
 
         examples = model.examples()
         # a new model brings its own first example unless the URL names a text

@@ -38,6 +38,8 @@ from .continuation import default_new_tokens
 from .families import Family
 from .hf_tokens import display_tokens, truncate_ids
 
+ARCHITECTURE_WORDS = {"encoder-only": N_("encoder-only"), "decoder-only": N_("decoder-only"),
+                      "encoder-decoder": N_("encoder-decoder")}
 DEFAULT_MAX_NEW = 20  # greedy continuation length of a decoder-only model
 
 # ---- the backend -----------------------------------------------------------------------
@@ -85,11 +87,16 @@ class HFModel(Backend):
                                   "examples": list(adapter.examples)})
         self._warm_up()
 
-    def _describe(self) -> str:
+    def _describe(self) -> Message:
+        """"gpt2 decoder-only model (2 layers x 4 heads)": English as data, translated where
+        shown (the Home page, as a shipped card's description is)."""
         layers = self.n_encoder_layers or self.n_decoder_layers
         heads = next(iter(self._heads.values()), 0)
-        kv = f", {self._kv_heads} key/value heads" if self._kv_heads != heads else ""
-        return f"{self.family} {self.architecture} model ({layers} layers x {heads} heads{kv})"
+        kv = "" if self._kv_heads == heads else Message(N_(", {kv} key/value heads"),
+                                                         kv=self._kv_heads)
+        return Message(N_("{family} {kind} model ({layers} layers x {heads} heads{kv})"),
+                       family=self.family, kind=Message(ARCHITECTURE_WORDS[self.architecture]),
+                       layers=layers, heads=heads, kv=kv)
 
     def _warm_up(self) -> None:
         """Settle shared state before the model is shared: normalise the tokenizer's
