@@ -216,6 +216,61 @@ def test_hf_config_values_that_fail_at_the_first_run_are_refused_at_load(
         assert vc.load(str(folder), device="cpu").trace("the cat sat").blocks
 
 
+DELETE = object()
+
+
+@pytest.mark.parametrize("family,file,key,value,word", [
+    # found by setting each field of the files beside the weights to wrong values: each
+    # loaded and then failed at the first trace or beam search ("Something went wrong")
+    ("gpt2", "generation_config.json", "eos_token_id", "x", "eos_token_id"),  # TypeError
+    ("t5", "generation_config.json", "decoder_start_token_id", -1, "decoder_start"),  # IndexError
+    ("t5", "generation_config.json", "decoder_start_token_id", DELETE, "no decoder_start"),
+    ("bart", "generation_config.json", "forced_eos_token_id", True, "forced_eos_token_id"),
+    ("gpt2", "generation_config.json", "output_hidden_states", "x", "true or false"),
+    ("gpt2", "generation_config.json", "repetition_penalty", 0, "penalty"),  # in generate()
+    ("gpt2", "generation_config.json", "min_new_tokens", "x", "decoding settings"),
+    ("bart", "generation_config.json", "exponential_decay_length_penalty", 1.5,
+     "decoding settings"),  # fails in the beam search's logits processors
+    ("gpt2", "tokenizer_config.json", "model_max_length", "x", "model_max_length"),
+    ("marian", "vocab.json", "<unk>", 1.5, "the id 1.5"),  # a float id at the first unknown word
+    ("marian", "vocab.json", "o", None, "vocabulary"),  # Marian reads vocab.json as it is
+    ("marian", "tokenizer_config.json", "eos_token", None, "token ids None"),  # eos not found
+    ("gpt2", "config.json", "embd_pdrop", float("nan"), "first forward pass"),  # RuntimeError
+])
+def test_tokenizer_and_generation_files_that_fail_at_the_first_run_are_refused_at_load(
+        family, file, key, value, word, tiny_models, tmp_path):
+    """A tokenizer or generation config the model loads with, then fails on at the first
+    run, is refused at load in one line that names the file or the field."""
+    import shutil
+
+    folder = tmp_path / family
+    shutil.copytree(tiny_models.path(family, seed=0), folder)
+    data = json.loads((folder / file).read_text())
+    if value is DELETE:
+        data.pop(key)
+    else:
+        data[key] = value
+    (folder / file).write_text(json.dumps(data))
+    with pytest.raises(vc.ModelLoadError, match=word):
+        vc.load(str(folder), device="cpu")
+
+
+def test_a_tokenizer_that_fails_on_a_text_says_so(tiny_models, tmp_path):
+    """A WordPiece tokenizer without its [UNK] token loads (every word of a plain sentence
+    is in its vocabulary) and fails on the first unknown word: an InputError, not the
+    tokenizer's bare Exception."""
+    import shutil
+
+    folder = tmp_path / "bert"
+    shutil.copytree(tiny_models.path("bert", seed=0), folder)
+    data = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**data, "unk_token": None}))
+    model = vc.load(str(folder), device="cpu")
+    assert model.trace("the cat sat").blocks
+    with pytest.raises(vc.InputError, match="tokenizer cannot read the text"):
+        model.trace("the 猫 sat")
+
+
 def test_remote_code_never_runs(tmp_path):
     folder = tmp_path / "remote"
     folder.mkdir()

@@ -58,6 +58,7 @@ class HFModel(Backend):
         self.name = name
         self.path = path
         self.device = next(hf_model.parameters()).device
+        self._rows = int(hf_model.get_input_embeddings().weight.shape[0])  # token ids < this
         self.dtype = next(hf_model.parameters()).dtype
         self.byte_level = adapter.byte_level
         cfg = hf_model.config
@@ -207,10 +208,25 @@ class HFModel(Backend):
 
     # ---- tokenisation -------------------------------------------------------------------
     def _tokenize(self, text: str, pair: str | None = None, special: bool = True) -> dict:
-        """ids, special-token mask and segment ids, with no truncation and no padding."""
-        enc = self.tokenizer(text, pair, add_special_tokens=special, truncation=False,
-                             padding=False, return_special_tokens_mask=True)
-        return {"input_ids": list(enc["input_ids"]),
+        """ids, special-token mask and segment ids, with no truncation and no padding. A
+        tokenizer that fails on the text, or gives ids the weights lack, is an InputError
+        (its files were checked at load on a plain sentence: viz_core.loading.hf)."""
+        try:
+            enc = self.tokenizer(text, pair, add_special_tokens=special, truncation=False,
+                                 padding=False, return_special_tokens_mask=True)
+        except Exception as err:  # noqa: BLE001 - tokenizers raises a bare Exception
+            raise InputError(N_("This model's tokenizer cannot read the text: {short}"),
+                             short=" ".join(str(err).split())[:300]) from err
+        ids = list(enc["input_ids"])
+        try:
+            lacking = bool(ids) and not (min(ids) >= 0 and max(ids) < self._rows)
+        except TypeError:  # None or a string among the ids
+            lacking = True
+        if lacking:
+            raise InputError(N_("This model's tokenizer gives the text token ids its weights "
+                                "lack (ids 0 to {last}): its tokenizer files do not match the "
+                                "model."), last=self._rows - 1)
+        return {"input_ids": ids,
                 "special": list(enc.get("special_tokens_mask") or [0] * len(enc["input_ids"])),
                 "token_type_ids": list(enc["token_type_ids"]) if "token_type_ids" in enc
                 else None}

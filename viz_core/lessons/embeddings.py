@@ -72,7 +72,9 @@ def embedding_parts(model, text: str, pair: str | None = None) -> EmbeddingParts
     if not isinstance(text, str) or not text.strip():
         raise InputError(N_("The input is empty: type some text."))
     pair = pair if pair and pair.strip() else None
-    enc = tokenizer(text, pair, add_special_tokens=True, truncation=False, padding=False)
+    # the backend's tokenizer call: a tokenizer that fails, or gives ids the weights lack,
+    # is an InputError there (cut to the position table below, not there)
+    enc = model.encode_text(text, "input", 1 << 62, [], pair=pair)
     ids = list(enc["input_ids"])
     n_pos = emb.position_embeddings.num_embeddings
     pad = getattr(emb, "padding_idx", None)  # RoBERTa numbers positions from padding_idx + 1

@@ -186,9 +186,16 @@ def load_hf(name: str, device="auto", dtype="auto", *, shown: str | None = None,
         raise ModelLoadError(N_("{name!r}: its config.json does not match its weights: some "
                                 "weights have other shapes than the config gives them ({names})."),
                              name=name, names=_first(mismatched))
+    check_tokenizer(tokenizer, name, _rows(model))
+    check_generation_config(model, name, adapter.architecture, source)
     if not spread:
         model.to(dev)
-    out = HFModel(model, tokenizer, adapter, name=shown, path=source, card=card)
+    try:  # its warm-up runs one forward pass
+        out = HFModel(model, tokenizer, adapter, name=shown, path=source, card=card)
+    except Exception as err:  # noqa: BLE001 - a value transformers took that then fails
+        raise ModelLoadError(N_("{name!r}: the model loads but fails on its first forward "
+                                "pass: {short}"), name=name, short=_short(err)) from err
+    check_generation_runs(out, name, source)
     missing = [str(k) for k in info.get("missing_keys") or ()]
     if missing:
         out.load_notices.append(Message(
@@ -281,3 +288,122 @@ def check_config_fits_weights(auto, config, name: str, weights: int) -> None:
                                 "parameters but its weights hold {weights:,}: the config "
                                 "does not belong to these weights."),
                              name=name, config=n, weights=weights)
+
+
+# ---- the files beside the weights: tokenizer and generation config ------------------------
+PROBE_TEXT = "hello world"
+MANY_IDS = ("eos_token_id", "forced_eos_token_id")  # a list of ids is allowed for these
+# switches whose default is None in transformers' GenerationConfig (the rest: a bool default)
+FLAGS = ("use_cache", "output_attentions", "output_hidden_states", "output_scores",
+         "output_logits", "return_dict_in_generate")
+SPECIAL_IDS = ("unk_token_id", "pad_token_id", "bos_token_id", "eos_token_id",
+               "sep_token_id", "cls_token_id", "mask_token_id")
+
+
+def _rows(model) -> int:
+    """The rows of the model's input embedding: every token id it reads is below this."""
+    return int(model.get_input_embeddings().weight.shape[0])
+
+
+def _is_id(value, rows: int) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int) and 0 <= value < rows
+
+
+def check_tokenizer(tokenizer, name: str, rows: int) -> None:
+    """Refuse tokenizer files that load and then fail at the first run (a traceback, or
+    "Something went wrong"): a model_max_length that is not a number, a vocabulary whose ids
+    are not whole numbers (Marian's vocab.json is read as it is), a tokenizer that fails or
+    gives ids the weights lack on a plain sentence (a special token missing from its
+    vocabulary, WordPiece without its [UNK])."""
+    most = getattr(tokenizer, "model_max_length", None)
+    if isinstance(most, bool) or not isinstance(most, (int, float)):
+        raise ModelLoadError(N_("{name!r}: its tokenizer_config.json gives model_max_length = "
+                                "{value!r}; it must be a number."), name=name, value=most)
+    try:
+        vocab = tokenizer.get_vocab()
+    except Exception as err:  # noqa: BLE001 - any failure of a tokenizer's own code
+        raise ModelLoadError(N_("{name!r}: its tokenizer cannot list its vocabulary: {short}"),
+                             name=name, short=_short(err)) from err
+    raw = getattr(tokenizer, "encoder", None)  # a Python tokenizer's own table (Marian)
+    items = [*vocab.items(), *(raw.items() if isinstance(raw, dict) else ())]
+    for token, value in items:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ModelLoadError(N_("{name!r}: its tokenizer's vocabulary gives {token!r} the id "
+                                    "{value!r}; token ids are whole numbers from 0."),
+                                 name=name, token=str(token)[:80], value=value)
+    for key in SPECIAL_IDS:  # Marian's are looked up in its vocab.json as they are
+        value = getattr(tokenizer, key, None)
+        if value is not None and not _is_id(value, rows):
+            raise ModelLoadError(N_("{name!r}: its tokenizer gives {key} = {value!r}; it must be "
+                                    "a token id from 0 to {last}."), name=name, key=key,
+                                 value=value, last=rows - 1)
+    try:
+        ids = list(tokenizer(PROBE_TEXT, add_special_tokens=True)["input_ids"])
+    except Exception as err:  # noqa: BLE001 - tokenizers raises a bare Exception
+        raise ModelLoadError(N_("{name!r}: its tokenizer fails on the sentence {text!r}: "
+                                "{short}"), name=name, text=PROBE_TEXT, short=_short(err)) from err
+    bad = [i for i in ids if not _is_id(i, rows)]
+    if bad:
+        raise ModelLoadError(N_("{name!r}: its tokenizer gives {text!r} the token ids {bad}, "
+                                "which its weights lack (ids 0 to {last}): a special token in "
+                                "tokenizer_config.json missing from its vocabulary, or a "
+                                "tokenizer of another model."),
+                             name=name, text=PROBE_TEXT, bad=_first([repr(i) for i in bad]),
+                             last=rows - 1)
+
+
+def check_generation_config(model, name: str, architecture: str, source: str) -> None:
+    """Refuse a generation_config.json (or the generation fields of config.json) whose token
+    ids are outside the vocabulary or not whole numbers, or whose switches are not true or
+    false: generate() would fail at the first run (IndexError, "Overflow when unpacking long
+    long", "'<=' not supported")."""
+    from transformers import GenerationConfig
+
+    gen = getattr(model, "generation_config", None)
+    if gen is None:
+        return
+    rows = _rows(model)
+    file = ("generation_config.json" if (Path(source) / "generation_config.json").is_file()
+            else "config.json")
+    defaults = GenerationConfig().to_dict()
+    values = gen.to_dict()
+    for key, value in values.items():
+        if key.endswith("_token_id") and value is not None:
+            many = key in MANY_IDS and isinstance(value, list)
+            ok = (bool(value) and all(_is_id(v, rows) for v in value)) if many else \
+                _is_id(value, rows)
+            if not ok:
+                raise ModelLoadError(N_("{name!r}: its {file} gives {key} = {value!r}; it must "
+                                        "be a token id from 0 to {last}."), name=name,
+                                     file=file, key=key, value=value, last=rows - 1)
+        elif ((key in FLAGS or isinstance(defaults.get(key), bool)) and value is not None
+              and not isinstance(value, bool)):
+            raise ModelLoadError(N_("{name!r}: its {file} gives {key} = {value!r}; it must be "
+                                    "true or false."), name=name, file=file, key=key,
+                                 value=value)
+    if (architecture == "encoder-decoder" and values.get("decoder_start_token_id") is None
+            and values.get("bos_token_id") is None):
+        raise ModelLoadError(N_("{name!r}: its {file} gives no decoder_start_token_id (nor a "
+                                "bos_token_id): the decoder has no token to start from."),
+                             name=name, file=file)
+
+
+def check_generation_runs(backend, name: str, source: str) -> None:
+    """Generate two tokens greedily and by a beam of two on a plain sentence, as the app
+    does, and refuse the model in one line if either fails: the decoding settings of a
+    generation_config.json (min_length, repetition_penalty, stop_strings, a decoding mode
+    that needs remote code, ...) are applied by transformers at every run, and a value it
+    cannot use fails there ("Something went wrong") on every page that generates."""
+    if backend.architecture == "encoder-only":
+        return
+    file = ("generation_config.json" if (Path(source) / "generation_config.json").is_file()
+            else "config.json")
+    try:
+        ids = backend.encode_text(PROBE_TEXT, "input", backend.max_tokens, [])["input_ids"]
+        with torch.inference_mode():
+            backend._generate(ids, 2)
+        backend.beam_search(PROBE_TEXT, beam_size=2, max_len=2)
+    except Exception as err:  # noqa: BLE001 - whatever transformers raises for a setting
+        raise ModelLoadError(N_("{name!r}: generating text fails with the decoding settings "
+                                "of its {file}: {short}"), name=name, file=file,
+                             short=_short(err)) from err
