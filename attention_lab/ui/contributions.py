@@ -23,7 +23,7 @@ from viz_core.analysis.patching import SMALL_GAP_WARNING
 from viz_core.i18n import N_, _
 
 from .charts import chart, download
-from .errors import literal, log, translated
+from .errors import literal, log, log_cause, translated
 from .runs import AnalysisRequest, TraceRequest, get_model, get_trace, run_analysis
 from .state import MAX_TEXT_CHARS
 
@@ -54,8 +54,7 @@ def attempt(what: str, patching_hint: str = PATCHING_HINT):
     except vc.errors.DecompositionError as err:  # not a failure: this model has no such sum
         st.info(literal(translated(err)) + _(patching_hint), icon="ℹ️")
     except vc.VizError as err:
-        if err.__cause__ is not None:
-            log.warning("%s failed: %s", what, err, exc_info=err)
+        log_cause(what, err)
         st.error(literal(translated(err)), icon="⚠️")
     except Exception as err:  # noqa: BLE001 - the user sees a message, the log the details
         log.exception("%s failed", what)

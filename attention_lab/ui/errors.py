@@ -51,6 +51,13 @@ def translated(err) -> str:
     return text
 
 
+def log_cause(what: str, err: Exception) -> None:
+    """A VizError told in short (e.g. loading) logs its cause; one of our own messages retold
+    (an input error with a hint added) is the user's, and the log stays quiet."""
+    if err.__cause__ is not None and not isinstance(err.__cause__, vc.VizError):
+        log.warning("%s failed: %s", what, err, exc_info=err)
+
+
 @contextmanager
 def reported(what: str, also=None):
     """Run a block; a VizError becomes st.error(message), anything else a short apology.
@@ -63,10 +70,7 @@ def reported(what: str, also=None):
     try:
         yield
     except vc.VizError as err:
-        if err.__cause__ is not None and not isinstance(err.__cause__, vc.VizError):
-            # a failure told in short (e.g. loading): log its cause. One of our own messages
-            # retold (an input error with a hint added) is the user's; the log stays quiet
-            log.warning("%s failed: %s", what, err, exc_info=err)
+        log_cause(what, err)
         message = literal(translated(err))
     except Exception as err:  # noqa: BLE001 - the user sees a message, the log the details
         log.exception("%s failed", what)

@@ -79,6 +79,25 @@ def test_app_shows_hostile_checkpoints_and_keeps_working(hostile):
     assert not (root / "UNPICKLED").exists()
 
 
+def test_a_card_whose_examples_are_not_texts(toy, tmp_path):
+    """A card.json is a file anyone writes: examples that are not texts (null, a number, a
+    list of numbers or objects) crashed every page ("This app has encountered an error");
+    now only the entries that are text are examples, and every page opens."""
+    import json
+    import shutil
+
+    for i, examples in enumerate((None, 5, [1, {"a": 1}, "the cat sat", " "], "the dog")):
+        folder = tmp_path / f"toy{i}"
+        shutil.copytree(toy, folder)
+        card = json.loads((folder / "card.json").read_text())
+        (folder / "card.json").write_text(json.dumps({**card, "examples": examples}))
+        texts = [] if i < 2 else (["the cat sat"] if i == 2 else ["the dog"])
+        assert vc.load(str(folder)).examples() == texts
+        for page in ("home", "attention"):
+            at = open_app(page, model=str(folder))
+            assert not at.exception, (examples, page, [e.message for e in at.exception])
+
+
 # ---- the policy in the app ------------------------------------------------------------------
 def open_app(page="attention", secrets=None, **params):
     at = AppTest.from_file(APP, default_timeout=120)

@@ -28,13 +28,21 @@ def shown(monkeypatch):
     return said
 
 
+@pytest.mark.parametrize("section", [False, True])
 @pytest.mark.parametrize("inner,traceback", [
     (vc.InputError("same logit"), False),  # our own message, retold: the user's business
     (OSError(5, "Input/output error"), True),  # a failure told in short: its cause logged
 ])
-def test_a_retold_input_error_logs_no_traceback(caplog, shown, inner, traceback):
+def test_a_retold_input_error_logs_no_traceback(caplog, shown, monkeypatch, inner, traceback,
+                                                section):
+    """Both ways a page runs a part: reported (the page stops) and contributions.attempt
+    (a section of the page; the rest goes on)."""
+    from attention_lab.ui import contributions
+
+    monkeypatch.setattr(contributions.st, "error", lambda message, **kw: shown.append(message))
+    run = contributions.attempt if section else E.reported
     with caplog.at_level(logging.INFO, logger="attention_lab"):
-        with E.reported("edge attribution"):
+        with run("edge attribution"):
             _retold(inner)
     assert len(shown) == 1 and "same logit" in shown[0]
     logged = [r for r in caplog.records if r.name == "attention_lab" and r.exc_info]

@@ -81,7 +81,13 @@ class Backend:
         raise NotImplementedError
 
     def examples(self) -> list[str]:
-        return list(self.card.get("examples", []))
+        """The card's example texts: a card.json is a file anyone can write, so only its
+        entries that are text are examples (one string counts as one)."""
+        found = self.card.get("examples") if isinstance(self.card, dict) else None
+        found = [found] if isinstance(found, str) else found
+        if not isinstance(found, list):
+            return []
+        return [e for e in found if isinstance(e, str) and e.strip()]
 
     def info(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.architecture, "family": self.family,
