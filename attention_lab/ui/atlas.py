@@ -19,6 +19,7 @@ from viz_core.figures.circuit import circuit_figure
 from viz_core.i18n import N_, _, bound, ngettext
 
 from . import state
+from .cells import points_of, position
 from .charts import chart, table
 from .circuits import kept_slider
 from .controls import BLOCK_KIND_LABELS, block_kind_label, file_box, url_number, url_select
@@ -109,10 +110,11 @@ def _follow(job, out: Path, names: dict[str, str]) -> None:
 
 def pick_clicked_head(key: str) -> None:
     """A clicked cell of a map picks the head shown below (before its inputs are drawn)."""
-    points = st.session_state[key]["selection"]["points"]
-    if points:
-        st.session_state.atlas_layer = int(points[0].get("y", 0))
-        st.session_state.atlas_head = int(points[0].get("x", 0))
+    for point in points_of(st.session_state.get(key)):
+        layer, head = position(point.get("y"), None), position(point.get("x"), None)
+        if layer is not None and head is not None:  # clamped to the run's heads when drawn
+            st.session_state.atlas_layer, st.session_state.atlas_head = layer, head
+            return
 
 
 def pick_kind(present: set[str]) -> str:

@@ -21,7 +21,7 @@ from .charts import chart
 CLICKED = "_clicked_cell"  # session entry: the (query, key) of the last click, until taken
 
 
-def _position(value, size: int | None) -> int | None:
+def position(value, size: int | None) -> int | None:
     """A non-negative integer position below `size`, from an int or an integral float
     (browsers send numbers as JSON); None for anything else (bool, text, NaN, 2.5, -1)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -53,10 +53,20 @@ def clicked_cell(selection, n_q: int | None = None, n_k: int | None = None
         cd = pt.get("customdata") if isinstance(pt, Mapping) else None
         if not isinstance(cd, (list, tuple)) or len(cd) != 2:
             continue
-        q, k = _position(cd[0], n_q), _position(cd[1], n_k)
+        q, k = position(cd[0], n_q), position(cd[1], n_k)
         if q is not None and k is not None:
             return q, k
     return None
+
+
+def points_of(event) -> list[Mapping]:
+    """The clicked points of a chart's event (``st.session_state[key]``, or what
+    st.plotly_chart returns): only those that are mappings, [] for anything else. What a
+    browser sends is data: a stale or hostile client may send any JSON."""
+    sel = event.get("selection") if isinstance(event, Mapping) else getattr(event, "selection",
+                                                                             None)
+    pts = sel.get("points") if isinstance(sel, Mapping) else getattr(sel, "points", None)
+    return [p for p in pts if isinstance(p, Mapping)] if isinstance(pts, (list, tuple)) else []
 
 
 def _selection_of(key: str):

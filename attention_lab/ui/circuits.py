@@ -16,6 +16,7 @@ from viz_core.figures.circuit import HEAD
 from viz_core.i18n import N_, _
 
 from . import state
+from .cells import points_of
 from .errors import translated
 from .runs import AnalysisRequest, model_slot, model_spinner, run_analysis
 
@@ -138,9 +139,9 @@ def head_picker(heads: list[str]) -> None:
 def open_clicked_head(event) -> None:
     """A click on a head node (customdata [name]) or on an edge (customdata [sender,
     receiver, input, score]: its receiving head, else its sending one)."""
-    points = (event or {}).get("selection", {}).get("points", []) if event else []
-    for point in points:
-        data = point.get("customdata") or []
+    for point in points_of(event):
+        data = point.get("customdata")
+        data = list(data) if isinstance(data, (list, tuple)) else []
         for name in (data[1:2] + data[:1]) if len(data) == 4 else data[:1]:
-            if head_of(name):
+            if isinstance(name, str) and head_of(name):
                 open_head(name)

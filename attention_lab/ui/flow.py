@@ -16,6 +16,8 @@ from viz_core.figures.flow import EDGE_KINDS, attention_views_figure
 from viz_core.i18n import N_, _
 
 from . import state
+from .cells import points_of
+from .cells import position as cell_position
 from .charts import chart
 from .runs import AnalysisRequest, run_analysis
 
@@ -58,14 +60,15 @@ def open_clicked_edge(event, position: int) -> None:
     """A click on an attention edge's middle (customdata [block, head, source, target])
     opens that head's "why this score?" for the edge's cell on Which heads matter, with the
     position to explain set to this page's output position."""
-    points = (event or {}).get("selection", {}).get("points", []) if event else []
-    for point in points:
+    for point in points_of(event):
         data = point.get("customdata")
-        if not data or len(data) != 4 or int(data[1]) < 0:
+        if not isinstance(data, (list, tuple)) or len(data) != 4 or not isinstance(data[0], str):
             continue
-        block, head, source, target = data
-        st.session_state.update(qk_block=str(block), qk_head=int(head), qk_q=int(target),
-                                qk_k=int(source), pos=int(position), tab=_(QK_TAB))
+        head, source, target = (cell_position(v, None) for v in data[1:])
+        if head is None or source is None or target is None:  # a residual edge: no head
+            continue
+        st.session_state.update(qk_block=data[0], qk_head=head, qk_q=target, qk_k=source,
+                                pos=int(position), tab=_(QK_TAB))
         st.switch_page("pages/heads_matter.py")
 
 

@@ -192,3 +192,62 @@ def test_the_chart_callback_hands_over_only_a_valid_click():
         at.run()
         assert not at.exception, [e.message for e in at.exception]
         assert at.markdown[-1].value == expect, event
+
+
+HOSTILE_EVENTS = [  # what a stale or hostile client may send as a chart's selection
+    None, 5, "x", {"selection": None}, {"selection": {"points": "x"}},
+    {"selection": {"points": [5, "x", None]}},
+    {"selection": {"points": [{"customdata": 5}, {"customdata": "ab"},
+                              {"customdata": [None, "x", 1.5, -1]}, {"x": "a", "y": float("nan")},
+                              {"x": 10**30, "y": -1}, {"customdata": [{"a": 1}, [1], 2, 3]},
+                              {"customdata": ["decoder.0.self", -1, 2, 3]}]}}]
+
+
+def test_every_click_handler_ignores_what_a_stale_or_hostile_client_sends():
+    """The atlas map, the flow graph and the circuit graph read a click's points as the
+    browser sent them: a text, NaN or a list where a number was expected raised
+    (ValueError, AttributeError: "This app has encountered an error"). Each now ignores
+    such a point, and still acts on a valid one."""
+    def script():
+        import streamlit as st
+
+        from attention_lab.ui import atlas, circuits, flow
+
+        which, event = st.session_state["_case"]
+        switched = []
+        real, st.switch_page = st.switch_page, switched.append
+        try:
+            if which == "atlas":
+                st.session_state["patch_map"] = event
+                atlas.pick_clicked_head("patch_map")
+            elif which == "flow":
+                flow.open_clicked_edge(event, 4)
+            else:
+                circuits.open_clicked_head(event)
+        finally:
+            st.switch_page = real
+        st.write(repr((st.session_state.get("atlas_layer"), st.session_state.get("atlas_head"),
+                       st.session_state.get("qk_block"), st.session_state.get("qk_head"),
+                       st.session_state.get("qk_q"), st.session_state.get("qk_k"), switched)))
+
+    nothing = repr((None, None, None, None, None, None, []))
+    valid = {
+        "atlas": ({"selection": {"points": [{"x": 2, "y": 1}]}},
+                  (1, 2, None, None, None, None, [])),
+        "flow": ({"selection": {"points": [{"customdata": ["decoder.0.self", 1, 2, 3]}]}},
+                 (None, None, "decoder.0.self", 1, 3, 2, ["pages/heads_matter.py"])),
+        "circuits": ({"selection": {"points": [{"customdata": ["decoder.0.self.h1", "logits",
+                                                               "", 0.5]}]}},
+                     (None, None, "decoder.0.self", 1, None, None, ["pages/heads_matter.py"])),
+    }
+    for which, (good, expect) in valid.items():
+        for event in HOSTILE_EVENTS:
+            at = AppTest.from_function(script)
+            at.session_state["_case"] = (which, event)
+            at.run()
+            assert not at.exception, (which, event, [e.message for e in at.exception])
+            assert at.markdown[-1].value == nothing, (which, event)
+        at = AppTest.from_function(script)
+        at.session_state["_case"] = (which, good)
+        at.run()
+        assert at.markdown[-1].value == repr(expect), which

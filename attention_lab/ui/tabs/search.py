@@ -12,6 +12,7 @@ from viz_core.figures.contributions import head_search_heatmap
 from viz_core.i18n import N_, _, bound
 
 from .. import state
+from ..cells import position
 from ..charts import chart, download_csv, table
 from ..contributions import SearchRequest, attempt, head_search
 from ..controls import block_kind_label, open_head, url_select
@@ -73,7 +74,8 @@ def _ranking(found, kind: str, mode: str) -> None:
         chart(head_search_heatmap(found.frame, _("Every head's score")), key="hs_heat",
               name=f"head-search-{mode}")
     rows = st.session_state.get("hs_table")
-    picked = rows.selection.rows if rows is not None else []
+    picked = [r for r in (rows.selection.rows if rows is not None else [])
+              if position(r, len(found.frame)) is not None]  # a stale row of another table
     if picked:
         row = found.frame.iloc[picked[0]]
         open_head(kind, int(row["layer"]), int(row["head"]))
