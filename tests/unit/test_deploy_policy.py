@@ -173,6 +173,39 @@ def test_weights_missing_from_a_checkpoint_are_said(tmp_path):
     assert vc.load("minilm").notices == []  # a whole checkpoint: nothing to say
 
 
+def test_weights_that_are_not_numbers_are_said(tmp_path, tiny_models):
+    """A checkpoint from a training run that diverged (NaN or infinite weights) loaded and
+    drew blank maps without a word; now the model says so under the model picker (zh too),
+    and patching says that its metric is not a number, not that the two inputs agree."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    from tests.support.language import speaking
+    from viz_core.training.toy import save_toy
+
+    toy = save_toy(tmp_path / "toy", seed=4)
+    bert = tmp_path / "bert"
+    shutil.copytree(tiny_models.path("bert", seed=0), bert)
+    for folder in (toy, bert):
+        assert vc.load(str(folder)).notices == []
+        weights = load_file(folder / "model.safetensors")
+        name = sorted(k for k, v in weights.items() if v.dim() == 2)[1]
+        weights[name][0, 0] = float("inf" if folder is toy else "nan")
+        save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+        model = vc.load(str(folder))
+        assert len(model.notices) == 1 and name in model.notices[0], model.notices
+        assert "1 of this model's weights hold values that are not numbers" in model.notices[0]
+    with speaking("zh"):
+        from attention_lab.ui.errors import translated
+
+        assert "不是数" in translated(model.notices[0])
+    clean, corrupted = "the cat sat on the mat", "the dog sat on the mat"
+    assert vc.load(str(save_toy(tmp_path / "fine", seed=4))).patch(clean, corrupted) is not None
+    with pytest.raises(vc.InputError, match="is not a number on the clean or the corrupted"):
+        vc.load(str(toy)).patch(clean, corrupted)
+
+
 def test_a_config_without_weights_here_is_sized_from_the_config(tmp_path, monkeypatch):
     """A Hub id not yet downloaded has no safetensors headers to size it: the model its
     config.json describes (built on the meta device) is what must fit, so a config with a

@@ -408,6 +408,11 @@ def gap_warnings(clean: float, corrupted: float, metric_name: str) -> list[Messa
 
 def _check_gap(clean: float, corrupted: float, metric: Metric) -> float:
     gap = clean - corrupted
+    if not (np.isfinite(clean) and np.isfinite(corrupted)):
+        raise InputError(N_("The {name} is not a number on the clean or the corrupted input "
+                            "({clean:.4g} and {corrupted:.4g}): the model's outputs hold NaN or "
+                            "infinity, so there is nothing to compare."), name=metric.name,
+                         clean=clean, corrupted=corrupted)
     if not np.isfinite(gap) or abs(gap) <= 1e-6 * max(1.0, abs(clean), abs(corrupted)):
         raise InputError(N_("The clean and corrupted inputs give the same {name} ({clean:.4g} and "
                            "{corrupted:.4g}): there is nothing to restore. Change the corrupted "

@@ -25,6 +25,7 @@ from ..capture.device import free_memory, pick_device, pick_dtype
 from ..capture.recorder import register_with_transformers
 from ..errors import ModelLoadError
 from .footprint import estimate, placement
+from .resilience import first_names as _first
 
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
 HUB_PROBE_SECONDS = 3.0  # how long a Hub id's load waits to learn whether the Hub answers
@@ -203,12 +204,6 @@ def load_hf(name: str, device="auto", dtype="auto", *, shown: str | None = None,
                "({names}): what they compute is not the trained model's."),
             count=len(missing), names=_first(missing)))
     return out
-
-
-def _first(names: list[str], n: int = 3) -> str:
-    """The first ``n`` names (sorted), then "…" when there are more."""
-    names = sorted(names)
-    return ", ".join(names[:n]) + (", …" if len(names) > n else "")
 
 
 MAX_LAYERS = 1_000  # layers of one stack: above it no real model, only a hostile config

@@ -31,7 +31,32 @@ log = logging.getLogger("attention_lab")
 OOM_NOTICE = Message(N_("The GPU ran out of memory, so this model was moved to the CPU and "
                         "the run was repeated there (slower, same results)."))
 
+NONFINITE_NOTICE = N_("{count} of this model's weights hold values that are not numbers (NaN "
+                      "or infinity: {names}), so its attention and outputs may too: a "
+                      "training run that diverged leaves such weights.")
+CHECK_CHUNK = 1 << 24  # elements of a weight checked at once (no full-size temporary)
+
 _lock = threading.Lock()
+
+
+def first_names(names: list[str], n: int = 3) -> str:
+    """The first ``n`` names (sorted), then "…" when there are more."""
+    names = sorted(names)
+    return ", ".join(names[:n]) + (", …" if len(names) > n else "")
+
+
+@torch.no_grad()
+def nonfinite_weights(module: torch.nn.Module) -> list[str]:
+    """The names of the module's floating-point weights that hold NaN or ±infinity."""
+    out = []
+    for name, p in module.named_parameters():
+        if not p.is_floating_point() or p.is_meta:
+            continue
+        flat = p.detach().reshape(-1)
+        if any(not bool(torch.isfinite(flat[i:i + CHECK_CHUNK]).all())
+               for i in range(0, flat.numel(), CHECK_CHUNK)):
+            out.append(name)
+    return out
 
 
 def is_oom(err: BaseException) -> bool:
@@ -179,6 +204,12 @@ class GuardedModel:
         self.backend = backend
         # shown under the model picker (moved to the CPU, weights not in the checkpoint)
         self.notices: list[str] = list(getattr(backend, "load_notices", None) or [])
+        module = getattr(backend, "hf_model", None) or getattr(backend, "model", None)
+        if isinstance(module, torch.nn.Module):
+            bad = nonfinite_weights(module)
+            if bad:
+                self.notices.append(Message(NONFINITE_NOTICE, count=len(bad),
+                                            names=first_names(bad)))
 
     # ---- runs and analyses: guarded (the analyses from viz_core.analysis.registry) ------
     trace = guarded(backend_run("trace"))
