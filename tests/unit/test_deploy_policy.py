@@ -332,9 +332,14 @@ def test_remote_code_never_runs(tmp_path):
 # ---- limits ----------------------------------------------------------------------------------
 
 
-def test_input_tokens_are_cut_to_the_models_maximum():
-    for name in [SHIPPED, "minilm"]:
+def test_input_tokens_are_cut_to_the_models_maximum(tiny_models, capfd):
+    for name in [SHIPPED, "minilm", str(tiny_models.path("gpt2", seed=0))]:
         model = vc.load(name)
+        capfd.readouterr()
         trace = model.trace("word " * 5000)
         assert any("fit" in w for w in trace.warnings)
         assert len(trace.source_tokens) <= model.max_tokens
+        # the cut is ours, with its notice: transformers' "Token indices sequence length is
+        # longer than the specified maximum ... will result in indexing errors" is not
+        # written to the server's log
+        assert "longer than the specified maximum" not in capfd.readouterr().err, name

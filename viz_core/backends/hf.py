@@ -213,7 +213,9 @@ class HFModel(Backend):
         (its files were checked at load on a plain sentence: viz_core.loading.hf)."""
         try:
             enc = self.tokenizer(text, pair, add_special_tokens=special, truncation=False,
-                                 padding=False, return_special_tokens_mask=True)
+                                 padding=False, return_special_tokens_mask=True,
+                                 verbose=False)  # no "longer than the maximum" in the log:
+            # the text is cut to the model's room by the caller (encode_text), with a notice
         except Exception as err:  # noqa: BLE001 - tokenizers raises a bare Exception
             raise InputError(N_("This model's tokenizer cannot read the text: {short}"),
                              short=" ".join(str(err).split())[:300]) from err
@@ -259,7 +261,7 @@ class HFModel(Backend):
                 continue
             words = (text or "").split()
             ids = self.tokenizer(words, add_special_tokens=False, truncation=False,
-                                 padding=False)["input_ids"]  # all words in one batch call
+                                 padding=False, verbose=False)["input_ids"]  # one batch call
             for word, word_ids in zip(words, ids):
                 if unk in word_ids and word not in out:
                     out.append(word)
