@@ -113,7 +113,11 @@ def _install_garbage_policy() -> None:
     from streamlit import config
     from streamlit.runtime.scriptrunner.script_runner import ScriptRunner
 
-    config.set_option("runner.postScriptGC", False, "attention_lab.server")
+    # after every parse of the config (the command line's own parse included: setting it
+    # before that parse made Streamlit read the config twice and warn "An update to the
+    # [server] config option section was detected ... please restart streamlit" at start)
+    config.on_config_parsed(
+        lambda: config.set_option("runner.postScriptGC", False, "attention_lab.server"))
     original = ScriptRunner._on_script_finished
     if getattr(original, _GC_MARK, False):
         return

@@ -100,3 +100,26 @@ def test_the_shipped_config_turns_streamlits_collection_off():
     settings = tomllib.loads((root / ".streamlit" / "config.toml").read_text())["runner"]
     assert settings["postScriptGC"] is False
     assert "runner.postScriptGC" in config._config_options_template  # a name it knows
+
+
+def test_the_server_starts_without_a_config_warning_and_the_option_holds(tmp_path):
+    """The option was set before Streamlit's command line parsed the config, so the server
+    read it twice and warned at every start: "An update to the [server] config option
+    section was detected ... please restart streamlit". Now it is set after each parse. Run
+    where no .streamlit/config.toml is (the option's default is on): it still ends off."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    code = ("from attention_lab import server; server.install()\n"
+            "from streamlit import config\n"
+            "config.get_config_options(force_reparse=True,\n"
+            "                          options_from_flags={'server.port': 8765})\n"
+            "print(config.get_option('runner.postScriptGC'))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120, env={**__import__("os").environ,
+                                                      "PYTHONPATH": str(root)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "False"
+    assert "An update to the [server] config option section" not in out.stderr + out.stdout
