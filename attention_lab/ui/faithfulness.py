@@ -7,6 +7,8 @@ the user can check again on the current input. A failed check is a message, neve
 
 from __future__ import annotations
 
+import math
+
 import streamlit as st
 
 from viz_core.i18n import _
@@ -19,6 +21,9 @@ def describe(value: float, n_tokens: int | None) -> str:
     input)"; a difference of exactly 0 is said as such: bit-identical ("to 0" read like a
     rounded number)."""
     where = _(" (checked on a {n:,}-token input)").format(n=n_tokens) if n_tokens else ""
+    if not math.isfinite(value):  # weights or outputs that are not numbers
+        return _("The traced logits could not be compared with the model's reference "
+                 "attention: they are not numbers (NaN or infinity){where}.").format(where=where)
     if value == 0:
         return _("Traced logits are bit-identical to the model's reference attention: the "
                  "difference is exactly 0{where}.").format(where=where)
@@ -28,6 +33,9 @@ def describe(value: float, n_tokens: int | None) -> str:
 
 def on_this_input(value: float) -> str:
     """The result of the button's check, in words (exactly 0: bit-identical)."""
+    if not math.isfinite(value):
+        return _("On this input the traced logits are not numbers (NaN or infinity): they "
+                 "cannot be compared with the reference.")
     if value == 0:
         return _("On this input the traced logits are bit-identical to the reference: they "
                  "differ from the reference by at most 0.")
@@ -66,6 +74,8 @@ def show(model, text: str, target: str | None) -> None:
         result = stored[1]
         if isinstance(result, str):
             st.warning(result, icon="⚠️")
+        elif not math.isfinite(result):
+            st.warning(on_this_input(result), icon="⚠️")
         else:
             st.success(on_this_input(result), icon="✅")
 

@@ -135,6 +135,10 @@ def test_faithfulness_says_bit_identical_for_exactly_zero():
     assert "to 3e-06" in describe(3e-6, 13)
     assert "bit-identical" in on_this_input(0.0)
     assert on_this_input(2e-6).endswith("at most 2e-06.")
+    # a model whose weights or outputs are not numbers: said, not "match ... to nan"
+    for bad in (float("nan"), float("inf")):
+        assert "not numbers" in describe(bad, 13) and "match" not in describe(bad, 13)
+        assert "not numbers" in on_this_input(bad)
 
 
 def test_wide_characters_count_a_full_em_in_label_widths():
