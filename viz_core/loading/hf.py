@@ -196,7 +196,7 @@ def load_hf(name: str, device="auto", dtype="auto", *, shown: str | None = None,
     except Exception as err:  # noqa: BLE001 - a value transformers took that then fails
         raise ModelLoadError(N_("{name!r}: the model loads but fails on its first forward "
                                 "pass: {short}"), name=name, short=_short(err)) from err
-    check_generation_runs(out, name, source)
+    check_generation_runs(out, name)
     missing = [str(k) for k in info.get("missing_keys") or ()]
     if missing:
         out.load_notices.append(Message(
@@ -347,6 +347,16 @@ def check_tokenizer(tokenizer, name: str, rows: int) -> None:
                              last=rows - 1)
 
 
+def _generation_file(source: str, gen) -> str:
+    """Where a generation config came from: its own file, or the fields of config.json (a
+    Hub id's: transformers marks one made from the model's config)."""
+    if (Path(source) / "generation_config.json").is_file():
+        return "generation_config.json"
+    if Path(source).is_dir() or getattr(gen, "_from_model_config", False):
+        return "config.json"
+    return "generation_config.json"
+
+
 def check_generation_config(model, name: str, architecture: str, source: str) -> None:
     """Refuse a generation_config.json (or the generation fields of config.json) whose token
     ids are outside the vocabulary or not whole numbers, or whose switches are not true or
@@ -358,8 +368,7 @@ def check_generation_config(model, name: str, architecture: str, source: str) ->
     if gen is None:
         return
     rows = _rows(model)
-    file = ("generation_config.json" if (Path(source) / "generation_config.json").is_file()
-            else "config.json")
+    file = _generation_file(source, gen)
     defaults = GenerationConfig().to_dict()
     values = gen.to_dict()
     for key, value in values.items():
@@ -383,7 +392,7 @@ def check_generation_config(model, name: str, architecture: str, source: str) ->
                              name=name, file=file)
 
 
-def check_generation_runs(backend, name: str, source: str) -> None:
+def check_generation_runs(backend, name: str) -> None:
     """Generate two tokens greedily and by a beam of two on a plain sentence, as the app
     does, and refuse the model in one line if either fails: the decoding settings of a
     generation_config.json (min_length, repetition_penalty, stop_strings, a decoding mode
@@ -391,8 +400,7 @@ def check_generation_runs(backend, name: str, source: str) -> None:
     cannot use fails there ("Something went wrong") on every page that generates."""
     if backend.architecture == "encoder-only":
         return
-    file = ("generation_config.json" if (Path(source) / "generation_config.json").is_file()
-            else "config.json")
+    file = _generation_file(backend.path, backend.hf_model.generation_config)
     try:
         ids = backend.encode_text(PROBE_TEXT, "input", backend.max_tokens, [])["input_ids"]
         with torch.inference_mode():
