@@ -84,9 +84,14 @@ def _out_path(out: str | None, suffixes: tuple[str, ...] = EXPORTS) -> Path | No
 
 
 def _load(name: str, device: str):
+    """The model, its notices (weights missing from the checkpoint or not numbers) on
+    stderr, as the app shows them under the model picker."""
     import viz_core as vc
 
-    return vc.load(name, device=device)
+    model = vc.load(name, device=device)
+    for notice in getattr(model, "notices", ()):
+        print(f"attention-lab: warning: {notice}", file=sys.stderr)
+    return model
 
 
 def _summary(model, trace) -> list[str]:

@@ -143,6 +143,25 @@ def test_check_prints_the_faithfulness_figure(capsys):
     assert "output: la voiture rouge" in out
 
 
+def test_a_models_notices_go_to_stderr(capsys, tmp_path):
+    """A checkpoint with an infinite weight: the app says so under the model picker, and the
+    command on stderr (its check went on with 'nan' and not a word)."""
+    from safetensors.torch import load_file, save_file
+
+    from viz_core.training.toy import save_toy
+
+    toy = save_toy(tmp_path / "toy", seed=4)
+    code, out, err = run(capsys, "check", "--model", str(toy), "--text", "the cat")
+    assert code == 0 and err == "", err
+    weights = load_file(toy / "model.safetensors")
+    weights["generator.weight"][0, 0] = float("inf")
+    save_file(weights, toy / "model.safetensors", metadata={"format": "pt"})
+    code, out, err = run(capsys, "check", "--model", str(toy), "--text", "the cat")
+    assert code == 0
+    assert err.startswith("attention-lab: warning: 1 of this model's weights hold values that "
+                          "are not numbers (NaN or infinity: generator.weight)"), err
+
+
 @pytest.mark.parametrize("argv", [
     ["trace", TEXT, "--model", "no-such-model"],
     ["trace", "", "--model", "en-fr"],
