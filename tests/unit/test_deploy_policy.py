@@ -206,6 +206,23 @@ def test_weights_that_are_not_numbers_are_said(tmp_path, tiny_models):
         vc.load(str(toy)).patch(clean, corrupted)
 
 
+def test_names_the_file_system_refuses_and_folders_without_a_model(tmp_path, monkeypatch):
+    """A 300-character name (longer than a file name can be) was an OSError traceback, in the
+    policy's check too; a folder without config.json said transformers' "Unrecognized model
+    ... Should have a `model_type` key"."""
+    from viz_core.loading.policy import set_default_policy
+
+    cases = [("a" * 300, "Cannot look up"), ("a" * 5000, "5,000 characters long"),
+             (str(tmp_path), "holds no config.json")]
+    for name, words in cases:
+        with pytest.raises(vc.ModelLoadError, match=words):
+            vc.load(name)
+    monkeypatch.setenv("ATTENTION_LAB_ALLOWED_MODELS", SHIPPED)
+    set_default_policy(None)
+    with pytest.raises(vc.ModelLoadError, match="not one of the models"):
+        vc.load("a" * 300)
+
+
 def test_a_config_without_weights_here_is_sized_from_the_config(tmp_path, monkeypatch):
     """A Hub id not yet downloaded has no safetensors headers to size it: the model its
     config.json describes (built on the meta device) is what must fit, so a config with a

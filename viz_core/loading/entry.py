@@ -13,6 +13,8 @@ from .policy import BUILTIN_HF, Policy, current_policy
 from .resilience import guard
 from .shipped import CHECKPOINTS, is_native_dir, shipped_card, shipped_models
 
+MAX_NAME = 4096  # Linux's PATH_MAX: a longer name is no path (and a Hub id is far shorter)
+
 
 def load(name_or_path: str, device: str = "auto", policy: Policy | None = None,
          dtype: Dtype = "auto"):
@@ -29,11 +31,20 @@ def load(name_or_path: str, device: str = "auto", policy: Policy | None = None,
     name = name_or_path.strip()
     if "\x00" in name or any(0xD800 <= ord(c) <= 0xDFFF for c in name):
         raise ModelLoadError(N_("The model name contains characters no path or id can have."))
+    if len(name) > MAX_NAME:
+        raise ModelLoadError(N_("The model name is {n:,} characters long: no path or id is "
+                                "longer than {most:,}."), n=len(name), most=MAX_NAME)
     policy = policy or current_policy()
     from ..backends.native import NativeModel
 
     shipped = shipped_models()
     policy.check_name(name, builtin=name in shipped or name.lower() in BUILTIN_HF)
+    try:  # a name the file system refuses to look up (too long, a loop of links)
+        Path(os.path.expanduser(name)).is_dir()
+    except OSError as err:
+        raise ModelLoadError(N_("Cannot look up {name!r} as a folder: {reason}."),
+                             name=name if len(name) <= 80 else name[:80] + "…",
+                             reason=err.strerror or type(err).__name__) from err
     if name in shipped and is_native_dir(CHECKPOINTS / name):
         _check_native_size(policy, name, CHECKPOINTS / name)
         return guard(NativeModel.from_dir(CHECKPOINTS / name, device, name=name, dtype=dtype))

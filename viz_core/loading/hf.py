@@ -119,6 +119,11 @@ def load_hf(name: str, device="auto", dtype="auto", *, shown: str | None = None,
         source, resolved = _resolve(name)
         shown = shown or resolved
     local = Path(source).is_dir()
+    if local and not (Path(source) / "config.json").is_file():
+        raise ModelLoadError(N_("{name!r} holds no config.json: give the folder of a model (one "
+                                "of ours: config.json, vocab.json and model.safetensors; a Hugging "
+                                "Face model's: config.json, its tokenizer and its weights)."),
+                             name=name)
     where = "folder" if local else "Hub id"
     cache_only = not local and hub_unreachable()
     try:

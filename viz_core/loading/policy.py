@@ -164,8 +164,12 @@ class Policy:
 
 
 def looks_local(name: str) -> bool:
-    """A folder path rather than a Hub id ("org/model" or "model")."""
-    if Path(os.path.expanduser(name)).exists():
+    """A folder path rather than a Hub id ("org/model" or "model"); a name the file system
+    refuses to look up (too long) is taken as a path."""
+    try:
+        if Path(os.path.expanduser(name)).exists():
+            return True
+    except OSError:
         return True
     return (name.startswith(("/", ".", "~")) or "\\" in name or name.count("/") > 1
             or not re.fullmatch(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?", name))
