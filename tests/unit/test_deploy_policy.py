@@ -360,3 +360,11 @@ def test_input_tokens_are_cut_to_the_models_maximum(tiny_models, capfd):
         # longer than the specified maximum ... will result in indexing errors" is not
         # written to the server's log
         assert "longer than the specified maximum" not in capfd.readouterr().err, name
+    for analysis in ("logit_attribution", "patch"):  # a long text in a token box
+        model = vc.load(str(tiny_models.path("gpt2", seed=0)))  # its tokenizer not yet warned
+        capfd.readouterr()
+        with pytest.raises(vc.InputError):
+            getattr(model, analysis)("the cat sat on the mat", "the dog sat on the mat",
+                                     token="the cat " * 60) if analysis == "patch" else \
+                model.logit_attribution("the cat sat on the mat", token="the cat " * 60)
+        assert "longer than the specified maximum" not in capfd.readouterr().err, analysis

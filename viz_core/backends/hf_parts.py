@@ -215,8 +215,9 @@ def token_id(backend, token) -> int:
     candidates = []
     for text in texts:
         try:
-            ids = tok(text, add_special_tokens=False)["input_ids"]
-        except (TypeError, ValueError):  # e.g. lone surrogates: Rust tokenizers refuse them
+            ids = tok(text, add_special_tokens=False, verbose=False)["input_ids"]
+        except Exception:  # noqa: BLE001 - lone surrogates (Rust tokenizers refuse them), a
+            # WordPiece without its [UNK]: tokenizers raises a bare Exception
             raise InputError(N_("{token!r} cannot be read by this model's tokenizer."), token=token) from None
         if len(ids) == 1:
             candidates.append(ids[0])

@@ -258,11 +258,18 @@ def _hf_token(backend, text, what: str) -> int:
         tries.append(" " + text[1:])
     elif not text.startswith(" "):
         tries.append(" " + text)
+    def ids_of(t: str) -> list[int]:
+        try:  # no "longer than the maximum" warning in the log: a token box's text
+            return tok(t, add_special_tokens=False, verbose=False)["input_ids"]
+        except Exception:  # noqa: BLE001 - tokenizers raises a bare Exception
+            raise InputError(N_("{token!r} cannot be read by this model's tokenizer."),
+                             token=text) from None
+
     for t in tries:
-        ids = tok(t, add_special_tokens=False)["input_ids"]
+        ids = ids_of(t)
         if len(ids) == 1 and ids[0] != unk:
             return int(ids[0])
-    ids = tok(text, add_special_tokens=False)["input_ids"]
+    ids = ids_of(text)
     if not ids or (unk is not None and unk in ids):
         raise InputError(N_("The {what} {quote} is not in this model's vocabulary."),
                             what=what, quote=_quote(text))
