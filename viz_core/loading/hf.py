@@ -352,12 +352,10 @@ def check_tokenizer(tokenizer, name: str, rows: int) -> None:
                              last=rows - 1)
 
 
-def _generation_file(source: str, gen) -> str:
-    """Where a generation config came from: its own file, or the fields of config.json (a
-    Hub id's: transformers marks one made from the model's config)."""
-    if (Path(source) / "generation_config.json").is_file():
-        return "generation_config.json"
-    if Path(source).is_dir() or getattr(gen, "_from_model_config", False):
+def _generation_file(source: str) -> str:
+    """Where a generation config came from: a folder's own generation_config.json, else its
+    config.json's fields; a Hub id's is named as its generation_config.json."""
+    if Path(source).is_dir() and not (Path(source) / "generation_config.json").is_file():
         return "config.json"
     return "generation_config.json"
 
@@ -373,7 +371,7 @@ def check_generation_config(model, name: str, architecture: str, source: str) ->
     if gen is None:
         return
     rows = _rows(model)
-    file = _generation_file(source, gen)
+    file = _generation_file(source)
     defaults = GenerationConfig().to_dict()
     values = gen.to_dict()
     for key, value in values.items():
@@ -405,7 +403,7 @@ def check_generation_runs(backend, name: str) -> None:
     cannot use fails there ("Something went wrong") on every page that generates."""
     if backend.architecture == "encoder-only":
         return
-    file = _generation_file(backend.path, backend.hf_model.generation_config)
+    file = _generation_file(backend.path)
     try:
         ids = backend.encode_text(PROBE_TEXT, "input", backend.max_tokens, [])["input_ids"]
         with torch.inference_mode():
