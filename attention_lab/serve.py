@@ -17,6 +17,7 @@ get SIGTERM if this process is killed (Linux's parent-death signal), so nothing 
 from __future__ import annotations
 
 import errno
+import math
 import os
 import re
 import secrets
@@ -355,7 +356,7 @@ def _raise_stop(signum, frame):
 # ---- the command --------------------------------------------------------------------------
 def cmd_serve(args) -> int:
     check_replicas(args.replicas)
-    if args.max_model_mb < 0:
+    if not math.isfinite(args.max_model_mb) or args.max_model_mb < 0:  # nan: no cap, silently
         raise CommandError(f"--max-model-mb {args.max_model_mb:g}: give a size in MB, or 0 "
                            "for no cap")
     nginx = find_nginx(args.nginx)
@@ -368,7 +369,11 @@ def cmd_serve(args) -> int:
     own_dir = args.state_dir is None
     state_dir = Path(tempfile.mkdtemp(prefix="attention-lab-serve-") if own_dir
                      else args.state_dir).expanduser().resolve()
-    state_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:  # a file there, a folder that cannot hold one (/proc), no right
+        raise CommandError(f"--state-dir {str(state_dir)!r}: cannot make the folder "
+                           f"({err.strerror or type(err).__name__})") from err
     # nginx's workers drop root for its default user, which must reach the temp folders
     os.chmod(state_dir, 0o755)
     server = Server(args.replicas, args.port, args.address, nginx, env, state_dir,

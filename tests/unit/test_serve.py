@@ -60,6 +60,25 @@ def test_nginx_missing_is_one_line(capsys, tmp_path):
     assert line == f"attention-lab: nginx not found at {str(tmp_path / 'nginx')!r}"
 
 
+@pytest.mark.parametrize("cap", ["nan", "inf", "-5"])
+def test_a_size_cap_that_is_no_size_is_one_line(capsys, cap):
+    """nan compared false with every size, so it was no cap at all, silently."""
+    line = one_line(run_serve(capsys, "--max-model-mb", cap))
+    assert line == f"attention-lab: --max-model-mb {cap}: give a size in MB, or 0 for no cap"
+
+
+def test_a_state_dir_that_cannot_be_made_is_one_line(capsys, tmp_path):
+    """A file where the folder should be was 'FileExistsError: [Errno 17] ...'."""
+    (tmp_path / "taken").write_text("x")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    line = one_line(run_serve(capsys, "--state-dir", str(tmp_path / "taken"), "--port",
+                              str(port), "--address", "127.0.0.1", "--nginx", sys.executable))
+    assert line == (f"attention-lab: --state-dir {str(tmp_path / 'taken')!r}: cannot make the "
+                    "folder (File exists)")
+
+
 def test_nginx_not_installed_names_the_package(monkeypatch):
     monkeypatch.setattr(shutil, "which", lambda name: None)
     monkeypatch.setattr(serve, "NGINX_PLACES", ("/nonexistent/sbin/nginx",))
