@@ -43,14 +43,8 @@ def clicked_cell(selection, n_q: int | None = None, n_k: int | None = None
 
     `selection` is ``event.selection`` of st.plotly_chart(..., on_select=...): a dict-like
     with "points" (or an object with a .points attribute)."""
-    if isinstance(selection, Mapping):
-        points = selection.get("points")
-    else:
-        points = getattr(selection, "points", None)
-    if not isinstance(points, (list, tuple)):
-        return None
-    for pt in points:
-        cd = pt.get("customdata") if isinstance(pt, Mapping) else None
+    for pt in points_in(selection):
+        cd = pt.get("customdata")
         if not isinstance(cd, (list, tuple)) or len(cd) != 2:
             continue
         q, k = position(cd[0], n_q), position(cd[1], n_k)
@@ -59,23 +53,26 @@ def clicked_cell(selection, n_q: int | None = None, n_k: int | None = None
     return None
 
 
+def _field(obj, name: str):
+    """obj[name] of a mapping, else its attribute (None when it has neither)."""
+    return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+
+
+def points_in(selection) -> list[Mapping]:
+    """The points of a chart's selection that are mappings ([] for anything else)."""
+    pts = _field(selection, "points")
+    return [p for p in pts if isinstance(p, Mapping)] if isinstance(pts, (list, tuple)) else []
+
+
 def points_of(event) -> list[Mapping]:
     """The clicked points of a chart's event (``st.session_state[key]``, or what
     st.plotly_chart returns): only those that are mappings, [] for anything else. What a
     browser sends is data: a stale or hostile client may send any JSON."""
-    sel = event.get("selection") if isinstance(event, Mapping) else getattr(event, "selection",
-                                                                             None)
-    pts = sel.get("points") if isinstance(sel, Mapping) else getattr(sel, "points", None)
-    return [p for p in pts if isinstance(p, Mapping)] if isinstance(pts, (list, tuple)) else []
+    return points_in(_field(event, "selection"))
 
 
 def _selection_of(key: str):
-    event = st.session_state.get(key)
-    if event is None:
-        return None
-    if isinstance(event, Mapping):
-        return event.get("selection")
-    return getattr(event, "selection", None)
+    return _field(st.session_state.get(key), "selection")
 
 
 def on_cell_click(key: str):

@@ -315,6 +315,36 @@ def test_token_messages(lm):
         lm.patch(CLEAN, CORRUPTED, over="neurons")
 
 
+TYPED = ["the", " the", "▁the", "Ġthe", "cat", "cats", ",", "the cat", "zzzxqj", "🙂", "猫",
+         "[SEP]", "<unk>", "<eos>", "  ", "x" * 101, 3, 10**9, True, None]
+
+
+def _read(read, token):
+    try:
+        return read(token)
+    except InputError as err:
+        return str(err).replace("target token", "token")
+
+
+@pytest.mark.parametrize("which", ["lm", "gpt2", "t5"])
+def test_a_token_box_reads_the_same_in_patching_and_logit_attribution(which, lm, gpt2_path,
+                                                                      tiny_models):
+    """One reader per family (backends.hf_parts / native_parts.token_id): patching's target
+    box and logit attribution's give the same id, or the same message, for the same typing.
+    Patching read a bare word as the vocabulary entry of those letters (GPT-2's "the" inside
+    a word) where logit attribution read the word as running text has it (" the")."""
+    model = {"lm": lambda: lm, "gpt2": lambda: vc.load(str(gpt2_path), device="cpu",
+                                                       dtype="float32"),
+             "t5": lambda: tiny_models.load("t5")[0]}[which]()
+    clean, corrupted = (CLEAN, CORRUPTED) if which == "lm" else ("the cat sat", "the dog sat")
+    subject = model.patching_subject(clean, corrupted)
+    for token in TYPED:
+        boxed = _read(lambda t: subject.token_id(t, "target token"), token)
+        assert boxed == _read(model.token_id, token), token
+    if which == "gpt2":  # a bare word is the word after a space, as in running text
+        assert subject.token_id("the", "target token") == model.tokenizer(" the")["input_ids"][0]
+
+
 def _hostile(model, clean, corrupted, token):
     # every box: a result or a clear InputError, never another exception
     for _, text in CORPUS:

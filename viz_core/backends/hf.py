@@ -271,9 +271,11 @@ class HFModel(Backend):
         return display_tokens(self.tokenizer, [int(i) for i in ids], self.byte_level)
 
     # ---- decoding -----------------------------------------------------------------------
-    def _generate(self, ids: list[int], budget: int, ablate=None, positions: bool = True
+    def greedy_ids(self, ids: list[int], budget: int, ablate=None, positions: bool = True
                   ) -> list[int]:
-        """The model's own greedy output (num_beams=1, no sampling) as a list of ids."""
+        """The model's own greedy output after ``ids`` (``hf_model.generate`` with num_beams=1,
+        no sampling, at most ``budget`` new tokens), prompt included, as a list of ids; ablate
+        and positions as ``trace``'s. The load check (viz_core.loading.hf) runs it too."""
         x = torch.tensor([ids], device=self.device)
         kwargs = {"max_new_tokens": budget, "do_sample": False, "num_beams": 1}
         if self.hf_model.generation_config.pad_token_id is None:
@@ -367,7 +369,7 @@ class HFModel(Backend):
                              DEFAULT_MAX_NEW if max_new is None else int(max_new))
                 if max_new is None:  # continue only when cheaper than the trace (a note if not)
                     budget = default_new_tokens(self.hf_model, len(prompt), budget, warnings)
-                full = self._generate(prompt, budget, spec) if budget > 0 else list(prompt)
+                full = self.greedy_ids(prompt, budget, spec) if budget > 0 else list(prompt)
                 full = prompt + self._cut_at_eos(full[len(prompt):], 0)
             encs = [{"input_ids": full, "special": None, "token_type_ids": None}]
             source_ids = [prompt]
@@ -385,7 +387,7 @@ class HFModel(Backend):
                 budget = dec_room - 1
                 budget = min(budget, 2 * len(enc["input_ids"]) + 10 if max_new is None
                              else int(max_new))
-                dec = self._cut_at_eos(self._generate(enc["input_ids"], max(budget, 1), spec,
+                dec = self._cut_at_eos(self.greedy_ids(enc["input_ids"], max(budget, 1), spec,
                                                       positions), 1)
             encs, decs = [enc], [dec]
             src_words = [source, target or ""]

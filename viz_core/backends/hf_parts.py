@@ -11,7 +11,6 @@ norms from the family's stream points (families.py), and the model's own rotary 
 from __future__ import annotations
 
 import inspect
-import numbers
 import sys
 
 import torch
@@ -21,6 +20,7 @@ from viz_core.i18n import N_
 
 from ..analysis.parts import HeadWeights, NormSpec
 from ..errors import InputError
+from .token_box import not_in_vocabulary, not_one_token, typed_text, vocabulary_id
 
 
 def norm_spec(module: nn.Module | None) -> NormSpec | None:
@@ -186,47 +186,52 @@ def _bare_word(token: str) -> bool:
     return token[:1].isascii() and token[:1].isalnum()
 
 
-def token_id(backend, token) -> int:
+def token_id(backend, token, what: str = N_("token")) -> int:
+    """The id of one token given as an id or as text (token_box): an exact vocabulary entry
+    ("Ġcat", "▁cat", "##ing", "[SEP]"), else the text when the tokenizer reads it as one
+    token. ``what`` names the box in messages ("target token")."""
     tok = backend.tokenizer
     size = backend.unembedding()[0].shape[0] if backend.architecture != "encoder-only" \
         else len(tok)
-    if isinstance(token, numbers.Integral) and not isinstance(token, bool):
-        if not 0 <= token < size:
-            raise InputError(N_("Token id {token} is out of range: the vocabulary has {size} "
-                               "tokens (0..{value})."), token=token, size=size, value=size - 1)
-        return int(token)
-    if not isinstance(token, str) or not token:
-        raise InputError(N_("The token is empty: type one token of the model's vocabulary."))
+    found = vocabulary_id(token, size)
+    if found is not None:
+        return found
+    token = typed_text(token, what)
     vocab = tok.get_vocab()
-    if token in vocab and not _bare_word(token):  # as stored: "Ġcat", "▁cat", "##ing", "."
+    if token in vocab and not _bare_word(token) and vocab[token] < size:  # as stored
         return int(vocab[token])
-    if token.startswith("▁") and len(token) > 1:  # a word as the app shows tokens ("▁cat")
-        token = " " + token[1:]
+    text = " " + token[1:] if token.startswith("▁") and len(token) > 1 else token
     # A bare word ("cat": the token box strips spaces) is the word as running text has it,
     # after a space: GPT-2's "Ġcat", SentencePiece's "▁cat", not the same letters inside a
     # longer word ("cat" of "con|cat"), which a byte-level or SentencePiece vocabulary also
-    # holds. Punctuation and CJK are read as typed: no space precedes them.
-    if _bare_word(token):
-        texts = (" " + token, token)
-    elif token.startswith(" "):
-        texts = (token,)
+    # holds. Punctuation and CJK are read as typed: no space precedes them. "▁cat", the
+    # app's way of showing a word start, is " cat".
+    if _bare_word(text):
+        texts = (" " + text, text)
+    elif text.startswith(" "):
+        texts = (text,)
     else:
-        texts = (token, " " + token)
-    candidates = []
-    for text in texts:
-        try:
-            ids = tok(text, add_special_tokens=False, verbose=False)["input_ids"]
-        except Exception:  # noqa: BLE001 - lone surrogates (Rust tokenizers refuse them), a
-            # WordPiece without its [UNK]: tokenizers raises a bare Exception
-            raise InputError(N_("{token!r} cannot be read by this model's tokenizer."), token=token) from None
-        if len(ids) == 1:
-            candidates.append(ids[0])
-    if candidates:
-        return int(candidates[0])
-    if token in vocab:  # a bare word the tokenizer itself never produces alone
+        texts = (text, " " + text)
+    unk = tok.unk_token_id
+    for t in texts:
+        ids = _token_ids(tok, t, token)
+        if len(ids) == 1 and ids[0] != unk and ids[0] < size:
+            return int(ids[0])
+    if token in vocab and vocab[token] < size:  # a bare word the tokenizer never gives alone
         return int(vocab[token])
-    raise InputError(N_("{token!r} is not one token of this model's vocabulary (the tokenizer "
-                       "splits it into several pieces or none); pick a single token."), token=token)
+    ids = _token_ids(tok, texts[0], token)
+    if not ids or (unk is not None and unk in ids) or max(ids) >= size:
+        raise not_in_vocabulary(token, what)
+    raise not_one_token(token, what, backend.shown_tokens(ids))
+
+
+def _token_ids(tok, text: str, token: str) -> list[int]:
+    try:  # verbose=False: no "longer than the maximum" warning in the server log
+        return tok(text, add_special_tokens=False, verbose=False)["input_ids"]
+    except Exception:  # noqa: BLE001 - lone surrogates (Rust tokenizers refuse them), a
+        # WordPiece without its [UNK]: tokenizers raises a bare Exception
+        raise InputError(N_("{token!r} cannot be read by this model's tokenizer."),
+                         token=token) from None
 
 
 def token_strings(backend, ids) -> list[str]:

@@ -5,8 +5,6 @@ The NativeModel methods final_norm(), unembedding(), head_weights(block) ... cal
 
 from __future__ import annotations
 
-import numbers
-
 import torch
 from torch import nn
 
@@ -15,6 +13,7 @@ from viz_core.i18n import N_
 from ..analysis.parts import HeadWeights, NormSpec
 from ..errors import InputError
 from ..model.positional import apply_rope
+from .token_box import not_in_vocabulary, not_one_token, typed_text, vocabulary_id
 
 
 def norm_spec(module: nn.Module | None) -> NormSpec | None:
@@ -63,25 +62,28 @@ def head_weights(backend, block: str) -> HeadWeights:
         b_O=attn.W_O.bias, norm=norm, rotate=rotate)
 
 
-def token_id(backend, token) -> int:
-    vocab = backend.tgt_vocab if backend.tgt_vocab is not None else backend.src_vocab
-    if isinstance(token, numbers.Integral) and not isinstance(token, bool):
-        if not 0 <= token < len(vocab.tokens):
-            raise InputError(N_("Token id {token} is out of range: the vocabulary has {n_tokens} "
-                               "tokens (0..{value})."), token=token, n_tokens=len(vocab.tokens),
-                                 value=len(vocab.tokens) - 1)
-        return int(token)
-    if not isinstance(token, str) or not token:
-        raise InputError(N_("The token is empty: type one word of the model's vocabulary."))
+def token_id(backend, token, what: str = N_("token"), vocab=None) -> int:
+    """The id of one token given as an id or as text (token_box): a vocabulary entry as typed
+    or as the tokenizer reads it (trimmed, lowercased), else the text when it is one token
+    of ``vocab`` (None: the backend's output vocabulary)."""
+    if vocab is None:
+        vocab = backend.tgt_vocab if backend.tgt_vocab is not None else backend.src_vocab
+    found = vocabulary_id(token, len(vocab.tokens))
+    if found is not None:
+        return found
+    token = typed_text(token, what)
     idx = vocab.index.get(token)
     if idx is None:  # as the tokenizer would read it: trimmed, lowercased
         t = token.strip()
         idx = vocab.index.get(t.lower() if vocab.lowercase else t)
-    if idx is None:
-        raise InputError(N_("{token!r} is not in this model's vocabulary (one token is needed; "
-                           "the vocabulary has {n_tokens} entries)."),
-                             token=token, n_tokens=len(vocab.tokens))
-    return int(idx)
+    if idx is not None:
+        return int(idx)
+    ids, _, unknown = vocab.encode(token)
+    if len(ids) == 1 and not unknown:
+        return int(ids[0])
+    if unknown or not ids:
+        raise not_in_vocabulary(token, what)
+    raise not_one_token(token, what, [vocab.display(vocab.tokens[int(i)]) for i in ids])
 
 
 def token_strings(backend, ids) -> list[str]:

@@ -24,6 +24,7 @@ from viz_core.i18n import N_
 from ..analysis.patching import PatchSubject, check_same_length, normalise_position
 from ..errors import InputError
 from ..model.tokenizer import BOS, EOS
+from . import hf_parts, native_parts
 
 
 def subject_for(backend, clean: str, corrupted: str, target: str | None = None,
@@ -126,7 +127,7 @@ def _native(backend, clean, corrupted, target, position) -> PatchSubject:
     return PatchSubject(
         clean_tokens=list(shown[0]), corrupted_tokens=list(shown[1]), blocks=dict(backend._heads),
         layers=layers, run=run, readout=readout, position=pos, position_tokens=seq,
-        token_id=lambda text, what: _native_token(vocab, text, what),
+        token_id=lambda text, what: native_parts.token_id(backend, text, what, vocab),
         token_label=lambda i: vocab.display(vocab.tokens[int(i)]),
         width_per_copy=_width(longest, cfg.d_model, cfg.d_ff, cfg.n_heads,
                               len(vocab) * longest),
@@ -140,33 +141,6 @@ def _native_target(backend, target, room: int, warnings) -> list[int]:
     ids, _, _ = backend.encode_text(backend.tgt_vocab, target, max(room, 1), warnings,
                                     "target")
     return ids
-
-
-def _native_token(vocab, text, what: str) -> int:
-    text = _token_text(text, what)
-    if text in vocab.index:
-        return vocab.index[text]
-    ids, _, unknown = vocab.encode(text)
-    if len(ids) == 1 and not unknown:
-        return ids[0]
-    if unknown or not ids:
-        raise InputError(N_("The {what} {quote} is not in this model's vocabulary."),
-                            what=what, quote=_quote(text))
-    raise InputError(N_("The {what} {quote} is {n_ids} tokens in this model's vocabulary; give a "
-                       "single token."), what=what, quote=_quote(text), n_ids=len(ids))
-
-
-def _token_text(text, what: str) -> str:
-    if not isinstance(text, str) or not text.strip():
-        raise InputError(N_("The {what} is empty: give one token of the vocabulary."), what=what)
-    if len(text) > 100:
-        raise InputError(N_("The {what} is {n_text} characters long: give a single token."),
-                            what=what, n_text=len(text))
-    return text
-
-
-def _quote(text: str) -> str:
-    return repr(text if len(text) <= 30 else text[:29] + "…")
 
 
 # ---- Hugging Face models -------------------------------------------------------------------
@@ -198,7 +172,7 @@ def _hf(backend, clean, corrupted, target, position) -> PatchSubject:
         else:
             budget = min(dec_room - 1, 2 * len(enc_c["input_ids"]) + 10)
             with torch.inference_mode():
-                dec = backend._cut_at_eos(backend._generate(enc_c["input_ids"],
+                dec = backend._cut_at_eos(backend.greedy_ids(enc_c["input_ids"],
                                                             max(budget, 1)), 1)
         decs = [dec]
     kw = {"clean": backend._inputs([enc_c], decs), "corrupted": backend._inputs([enc_k], decs)}
@@ -235,45 +209,9 @@ def _hf(backend, clean, corrupted, target, position) -> PatchSubject:
     return PatchSubject(
         clean_tokens=c_tok, corrupted_tokens=k_tok, blocks=dict(backend._heads), layers=layers,
         run=run, readout=readout, position=pos, position_tokens=seq,
-        token_id=lambda text, what: _hf_token(backend, text, what),
+        token_id=lambda text, what: hf_parts.token_id(backend, text, what),
         token_label=lambda i: backend.shown_tokens([int(i)])[0],
         width_per_copy=_width(max(layers.values(), default=len(seq)), d, d_ff or 4 * d,
                               int(info.get("heads") or 0), vocab_rows),
         layer_tokens=layer_tokens, warnings=warnings, share_prefix=arch != "encoder-decoder",
         recorder_args={"names": backend.block_names, "stream_names": backend.stream_names})
-
-
-def _hf_token(backend, text, what: str) -> int:
-    """A token given as text: an exact vocabulary entry ("Ġthe", "▁the", "[SEP]"), else the
-    text when it is one token, else the text after a space (GPT-2's " Paris"); the shown
-    form's "▁" (a word start) counts as that space."""
-    text = _token_text(text, what)
-    tok = backend.tokenizer
-    unk = tok.unk_token_id
-    vocab = tok.get_vocab()
-    if text in vocab:
-        return int(vocab[text])
-    tries = [text]
-    if text.startswith("▁"):
-        tries.append(" " + text[1:])
-    elif not text.startswith(" "):
-        tries.append(" " + text)
-    def ids_of(t: str) -> list[int]:
-        try:  # no "longer than the maximum" warning in the log: a token box's text
-            return tok(t, add_special_tokens=False, verbose=False)["input_ids"]
-        except Exception:  # noqa: BLE001 - tokenizers raises a bare Exception
-            raise InputError(N_("{token!r} cannot be read by this model's tokenizer."),
-                             token=text) from None
-
-    for t in tries:
-        ids = ids_of(t)
-        if len(ids) == 1 and ids[0] != unk:
-            return int(ids[0])
-    ids = ids_of(text)
-    if not ids or (unk is not None and unk in ids):
-        raise InputError(N_("The {what} {quote} is not in this model's vocabulary."),
-                            what=what, quote=_quote(text))
-    raise InputError(N_("The {what} {quote} is {n_ids} tokens for this model ({join}); give a "
-                       "single token."), what=what, quote=_quote(text), n_ids=len(ids),
-                         join=', '.join(_quote(s) for s in backend.shown_tokens(ids)[:5]))
-

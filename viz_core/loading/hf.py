@@ -407,7 +407,7 @@ def check_generation_runs(backend, name: str) -> None:
     try:
         ids = backend.encode_text(PROBE_TEXT, "input", backend.max_tokens, [])["input_ids"]
         with torch.inference_mode():
-            backend._generate(ids, 2)
+            backend.greedy_ids(ids, 2)
         backend.beam_search(PROBE_TEXT, beam_size=2, max_len=2)
     except Exception as err:  # noqa: BLE001 - whatever transformers raises for a setting
         raise ModelLoadError(N_("{name!r}: generating text fails with the decoding settings "
