@@ -19,6 +19,7 @@ from viz_core.atlas import (
     run_atlas,
 )
 from viz_core.atlas.__main__ import main as cli
+from viz_core.atlas.engine import MAX_PARALLEL, MAX_PROBES
 from viz_core.atlas.inputs import MAX_CHARS, probe_texts
 from viz_core.atlas.layout import (
     done_shards,
@@ -190,19 +191,58 @@ def test_cli_reports_bad_input_with_exit_code_2(tmp_path, capsys):
     assert f"atlas: {kept}\n" in said and kept.msgid != str(kept) and kept.values
 
 
+BIG = "100000000000"
+
+
 @pytest.mark.parametrize("option,value", [("--workers", "-2"), ("--threads", "-1"),
-                                          ("--threads", "0"), ("--probe", "-5")])
+                                          ("--threads", "0"), ("--probe", "-5"),
+                                          ("--threads", BIG), ("--workers", BIG),
+                                          ("--probe", BIG), ("--limit", BIG)])
 def test_an_out_of_range_count_is_one_line_before_anything_starts(tmp_path, capsys, option,
                                                                   value):
     """--workers -2 was Ray's ValueError after Ray had started, --threads -1 torch's
-    RuntimeError, --probe -5 silently none."""
+    RuntimeError, --probe -5 silently none; --threads 10**11 torch's "Overflow when
+    unpacking long", and --probe 10**11 (or --limit with --data probe) built the probe set
+    in memory until the machine ran out of it (23 GB seen before it was stopped)."""
     code = cli(["--model", "lm", "--data", "probe", "--out", str(tmp_path / "o"),
                 "--engine", "ray", option, value])
     said = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and said == [f"atlas: {option} must be "
-                                  f"{'0 or more' if option == '--probe' else 'at least 1'}, "
-                                  f"not {value}."], said
+    if option in ("--probe", "--limit"):
+        most = ("--probe (and --limit with --data probe) must be from 0 to "
+                f"{MAX_PROBES:,}, not {value}: the probe set is a fixed kind of example, "
+                "and more of them add nothing.")
+    else:
+        most = f"{option} must be from 1 to {MAX_PARALLEL:,}, not {value}."
+    assert code == 2 and said == [f"atlas: {most}"], said
     assert not (tmp_path / "o").exists()  # nothing written
+
+
+def test_an_out_that_cannot_be_made_is_one_line(tmp_path, capsys):
+    """--out under a file (or /proc) was a FileNotFoundError traceback."""
+    (tmp_path / "f").write_text("mine")
+    code = cli(["--model", "lm", "--data", "probe", "--limit", "2", "--out",
+                str(tmp_path / "f" / "o"), "--engine", "local"])
+    said = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and said == [f"atlas: Cannot make the --out folder {tmp_path / 'f' / 'o'}: "
+                                  "Not a directory."], said
+
+
+def test_a_file_error_during_the_run_is_one_line(tmp_path, capsys, monkeypatch):
+    """The disk filling up while shards are written: one line that says what and how to go
+    on, not a traceback."""
+    from viz_core import atlas
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device", str(tmp_path / "o" / "shard-3.parquet"))
+
+    monkeypatch.setattr(atlas, "run_atlas", full)
+    code = cli(["--model", "lm", "--data", "probe", "--out", str(tmp_path / "o"),
+                "--engine", "local"])
+    said = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and said == [
+        f"atlas: cannot read or write a file ({tmp_path / 'o' / 'shard-3.parquet'}): No space "
+        f"left on device. Finished shards are kept: continue with --resume --out "
+        f"{tmp_path / 'o'}"], said
 
 
 def test_cli_local_run(data, tmp_path, capsys):

@@ -97,6 +97,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m viz_core.atlas") 
         print(f"atlas: {err}", file=sys.stderr)
         write_error(args.out, err)  # for the page that started this run, to translate
         return 2
+    except OSError as err:  # the disk filled, a file vanished: finished shards are kept
+        where = f" ({err.filename})" if err.filename else ""
+        print(f"atlas: cannot read or write a file{where}: {err.strerror or err}. Finished "
+              f"shards are kept: continue with --resume --out {args.out}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"\natlas: interrupted; finished shards are kept. Continue with --resume "
               f"--out {args.out}", file=sys.stderr)

@@ -34,6 +34,8 @@ RAY_PAYOFF_S = 60.0  # auto: Ray pays off above this many in-process seconds (do
 TASKS = options(AtlasTask)
 PAIR_TASKS = ("patching", "circuit")  # tasks over (clean, corrupted) pairs
 ENGINES = options(AtlasEngine)
+MAX_PARALLEL = 1024  # --workers and --threads: more is a typo, not a machine
+MAX_PROBES = 100_000  # probe examples (--probe; --limit with --data probe)
 
 KILL_ENV = "ATTENTION_LAB_ATLAS_KILL_ONCE"  # test hook: a flag file; one worker exits once
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,7 +118,11 @@ def prepare(cfg: AtlasConfig, out: Path, model_for_probes: Callable[[], object])
                                "the same ones, or choose another --out."), out=out, join=', '.join(diff))
         if old.get("prepared"):
             return old
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise AtlasError(N_("Cannot make the --out folder {out}: {reason}."), out=out,
+                         reason=err.strerror or err) from None
     stats = InputStats()
     shard, ids, texts, next_id = 0, [], [], 0
 
@@ -320,11 +326,20 @@ def run_atlas(cfg: AtlasConfig, progress: Callable[[dict], None] | None = None,
     if cfg.batch < 1 or cfg.shard_size < 1 or (cfg.limit is not None and cfg.limit < 1):
         raise AtlasError(N_("--batch, --limit and the shard size must be at least 1."))
     for option, value in (("--workers", cfg.workers), ("--threads", cfg.threads)):
-        if value is not None and value < 1:  # (Ray's or torch's own refusal: an exception)
-            raise AtlasError(N_("{option} must be at least 1, not {value}."), option=option,
-                             value=value)
-    if cfg.probe < 0:
-        raise AtlasError(N_("--probe must be 0 or more, not {value}."), value=cfg.probe)
+        # (Ray's or torch's own refusal: an exception; torch's for 10**11 threads
+        # "Overflow when unpacking long")
+        if value is not None and not 1 <= value <= MAX_PARALLEL:
+            raise AtlasError(N_("{option} must be from 1 to {most:,}, not {value}."),
+                             option=option, most=MAX_PARALLEL, value=value)
+    probes = [cfg.probe]
+    if cfg.data == PROBE and cfg.task not in PAIR_TASKS and cfg.limit is not None:
+        probes.append(cfg.limit)  # --data probe: --limit is the number of probe examples
+    for value in probes:  # the probe set is built in memory at once
+        if 0 <= value <= MAX_PROBES:
+            continue
+        raise AtlasError(N_("--probe (and --limit with --data probe) must be from 0 to "
+                            "{most:,}, not {value}: the probe set is a fixed kind of example, "
+                            "and more of them add nothing."), most=MAX_PROBES, value=value)
     if cfg.address and cfg.engine != "local":  # before anything is read or written
         from .cluster import prepare_connection
 
