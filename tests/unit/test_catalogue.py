@@ -10,6 +10,7 @@ import re
 import threading
 from pathlib import Path
 
+import pytest
 from babel.messages.extract import extract_from_dir
 from babel.messages.frontend import parse_mapping_cfg
 from babel.messages.pofile import read_po
@@ -280,6 +281,17 @@ def test_the_word_a_message_names_is_translated_too():
         shown = [translated(w) for w in trace.warnings]
     assert shown and all("prompt" not in w for w in shown), shown
     assert any("提示词" in w for w in shown), shown
+    # a token box's name: patching's "target token" read "target token 'the cat' 对这个模型…"
+    lm = vc.load("lm")
+    for kwargs, word in (({"token": "the cat"}, "目标词元"),
+                         ({"token": "cats", "against": "zzzxqj"}, "对比词元")):
+        for run in (lambda kwargs=kwargs: lm.patch("the small black cats", "the big black cats", **kwargs),
+                    lambda kwargs=kwargs: lm.logit_attribution("the small black cats", **kwargs)):
+            with pytest.raises(vc.InputError) as err:
+                run()
+            with speaking("zh"):
+                said = translated(err.value)
+            assert word in said and "token" not in said, said
 
 
 def untranslatable_errors(path: Path, root: Path = ROOT) -> list[str]:

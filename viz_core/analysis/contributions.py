@@ -245,8 +245,8 @@ def logit_attribution(model, text: str, target: str | None = None, *, position: 
     p = check_position(position, len(tokens))
     x_final = trace.stream[layers[-1]]["out"][p:p + 1]  # (1, d)
     logits = final_logits(model, x_final, softcap=False)[0]  # (V,)
-    t_id = int(logits.argmax()) if token is None else model.token_id(token)
-    a_id = None if against is None else model.token_id(against)
+    t_id = int(logits.argmax()) if token is None else model.token_id(token, N_("target token"))
+    a_id = None if against is None else model.token_id(against, N_("contrast token"))
     if a_id is not None and a_id == t_id:
         raise InputError(N_("The contrast token is the target token itself: their logit "
                          "difference is always 0. Pick a different contrast token."))

@@ -236,10 +236,10 @@ def make_metric(subject: PatchSubject, clean_readout: torch.Tensor, token, again
     if token is None or (isinstance(token, str) and not token.strip()):
         tok = int(clean_readout[0].argmax())
     else:
-        tok = subject.token_id(token, "target token")
+        tok = subject.token_id(token, N_("target token"))
     alt = None
     if against is not None and not (isinstance(against, str) and not against.strip()):
-        alt = subject.token_id(against, "contrast token")
+        alt = subject.token_id(against, N_("contrast token"))
         if alt == tok:
             raise InputError(N_("The contrast token {token_label!r} is the target token itself: "
                                "pick a different contrast (or none)."), token_label=subject.token_label(alt))

@@ -138,9 +138,9 @@ class Backend:
         """HeadWeights of one attention block (viz_core.analysis.parts)."""
         raise NotImplementedError
 
-    def token_id(self, token) -> int:
+    def token_id(self, token, what: str = N_("token")) -> int:
         """The vocabulary id of one token (a string of exactly one token, or an id);
-        InputError otherwise."""
+        InputError otherwise, naming the box as ``what`` (an N_() word: "target token")."""
         raise NotImplementedError
 
     def token_strings(self, ids) -> list[str]:

@@ -164,10 +164,10 @@ class HFModel(Backend):
 
         return hf_parts.head_weights(self, block)
 
-    def token_id(self, token) -> int:
+    def token_id(self, token, what: str = N_("token")) -> int:
         from . import hf_parts
 
-        return hf_parts.token_id(self, token)
+        return hf_parts.token_id(self, token, what)
 
     def token_strings(self, ids) -> list[str]:
         from . import hf_parts

@@ -111,10 +111,10 @@ class NativeModel(Backend):
 
         return native_parts.head_weights(self, block)
 
-    def token_id(self, token) -> int:
+    def token_id(self, token, what: str = N_("token")) -> int:
         from . import native_parts
 
-        return native_parts.token_id(self, token)
+        return native_parts.token_id(self, token, what)
 
     def token_strings(self, ids) -> list[str]:
         from . import native_parts
