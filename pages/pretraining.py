@@ -7,9 +7,11 @@ from attention_lab.ui.charts import chart
 from attention_lab.ui.controls import url_number, url_select
 from attention_lab.ui.errors import literal, translated
 from attention_lab.ui.page import selection, show_trace_messages
+from viz_core.errors import InputError
 from viz_core.figures.pretraining import objective_figure, objective_rows
 from viz_core.i18n import N_, _
 from viz_core.lessons import pretraining as pt
+from viz_core.lessons.order import parse_order
 
 SCHEMES = [N_("BERT masked LM"), N_("RoBERTa dynamic masking"), N_("Whole-word masking"),
            N_("ERNIE entity/phrase masking"), "GPT", "UniLM", "XLNet", "MASS",
@@ -78,8 +80,8 @@ elif scheme == "XLNet":
                         key="pt_order",
                         help=_("Positions in the order they are predicted, e.g. 3 1 2 0."))
     try:
-        order = pt.parse_order(raw, n)
-    except ValueError as err:
+        order = parse_order(raw, n)
+    except InputError as err:
         st.warning(_("Order not used: {err}. Showing the seed's order {default}.").format(
                        err=literal(translated(err)), default=literal(default)))
         order = pt.random_order(n, seed)

@@ -6,7 +6,7 @@ import streamlit as st
 from attention_lab.ui import state
 from attention_lab.ui.charts import chart
 from attention_lab.ui.controls import url_number, url_select
-from attention_lab.ui.errors import translated
+from attention_lab.ui.errors import literal, translated
 from attention_lab.ui.page import selection
 from attention_lab.ui.runs import TraceRequest, get_trace
 from viz_core.errors import InputError
@@ -99,8 +99,8 @@ with tab_order:
     if typed.strip():
         try:
             order = vo.parse_order(typed, n)
-        except ValueError as err:
-            st.warning(_("Order not used: {err}").format(err=err), icon="↩️")
+        except InputError as err:
+            st.warning(_("Order not used: {err}").format(err=literal(translated(err))), icon="↩️")
     state.show_notices()
     opts = {"blocks": (kind,), "capture": ("pattern",),
             "max_new": 0 if model.kind == "decoder-only" else 1}

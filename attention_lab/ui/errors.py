@@ -38,8 +38,8 @@ def translated(err) -> str:
     for key in WORDS:  # a word filled into the message ("the target", "the encoder")
         if isinstance(values.get(key), str):
             values[key] = _(values[key])
-    for key, value in values.items():  # a message filled into one (a metric's name)
-        if isinstance(value, Message):
+    for key, value in values.items():  # a message filled into one (a metric's name, an
+        if isinstance(value, (Message, vc.VizError)):  # error retold with a hint)
             values[key] = translated(value)
     msgid = getattr(err, "msgid", None) or str(err)
     text = _(msgid)

@@ -59,6 +59,21 @@ def test_seed_and_order_box_change_the_shuffle():
     assert any("Order not used" in w.value for w in at.warning)
 
 
+@pytest.mark.parametrize("page,key", [("relative", "order_custom"), ("pretraining", "pt_order")])
+def test_a_refused_order_reads_in_chinese(page, key):
+    """The order box's reasons were English in zh ('未使用该顺序：Give each of 0..5 exactly
+    once (6 tokens).'); the two pages had a parser each, with different reasons."""
+    at = open_app(page, model="en-fr", text="the small black cats eat the cake", lang="zh",
+                  pt_scheme="XLNet")
+    for typed, reason in (("0 0 1", "的每个位置都要恰好出现一次"),
+                          ("a b", "请把顺序写成")):
+        at.text_input(key=key).input(typed).run()
+        no_errors(at)
+        said = [w.value for w in at.warning if reason in w.value]
+        assert said and not any(c.isascii() and c.isalpha() for w in said
+                                for c in w.split("。")[0].replace("XLNet", "")), said
+
+
 @pytest.mark.parametrize("label,text", CORPUS)
 def test_order_box_hostile(label, text):
     at = open_app("relative", model="en-fr", text="the red car")

@@ -294,6 +294,26 @@ def test_the_word_a_message_names_is_translated_too():
             assert word in said and "token" not in said, said
 
 
+def test_an_error_retold_with_a_hint_and_a_cut_pair_read_in_chinese():
+    """Circuits in zh showed 'The clean and corrupted inputs give the same logit … (有 2 个词
+    不在这个模型的词表中…)': the retold error was filled in as English text; and a long pair's
+    cut notice read 'clean text有 400 个词元'."""
+    import viz_core as vc
+    from attention_lab.ui.errors import translated
+
+    lm = vc.load("lm")
+    with pytest.raises(vc.InputError) as err:
+        lm.edge_attribution("the 猫 sat", "the 狗 sat")
+    with speaking("zh"):
+        said = translated(err.value)
+    assert "clean" not in said and "词表" in said and "干净" in said, said
+    long = " ".join(["the cat sat"] * 30)
+    result = lm.edge_attribution(long, long.replace("cat", "dog", 1))
+    with speaking("zh"):
+        cut = [translated(w) for w in result.warnings]
+    assert cut and not any("text" in w for w in cut) and any("干净文本" in w for w in cut), cut
+
+
 def untranslatable_errors(path: Path, root: Path = ROOT) -> list[str]:
     """Raises of the app's own errors whose message cannot be translated where shown: an
     f-string, a .format() call, a + or a bare literal in place of an N_() template with its

@@ -104,9 +104,11 @@ def test_order_helpers_by_hand():
     order = [2, 0, 1]
     shuffled = m[np.ix_(order, order)]
     assert np.array_equal(unshuffle(shuffled, order), m)
-    assert parse_order("2, 0 1", 3) == [2, 0, 1]
-    for bad in ("0 0 1", "0 1", "a b c", "", "0 1 2 3", "<script>"):
-        with pytest.raises(ValueError):
+    assert parse_order("2, 0 1", 3) == [2, 0, 1] == parse_order(" 2;0 ,1 ", 3)
+    # int() reads "+1", "1_0" and other scripts' digits ("١" is 1): the order box does not
+    for bad in ("0 0 1", "0 1", "a b c", "", "0 1 2 3", "<script>", "+2 0 1", "2 0 ١",
+                "0 1_0 2", "2 0 " + "1" * 5000):
+        with pytest.raises(InputError):
             parse_order(bad, 3)
     o = seeded_order(5, 7)
     assert sorted(o) == list(range(5)) and o != list(range(5)) and o == seeded_order(5, 7)

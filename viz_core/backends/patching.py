@@ -29,7 +29,7 @@ from . import hf_parts, native_parts
 
 def subject_for(backend, clean: str, corrupted: str, target: str | None = None,
                 position: int = -1) -> PatchSubject:
-    for text, what in ((clean, "clean text"), (corrupted, "corrupted text")):
+    for text, what in ((clean, N_("clean text")), (corrupted, N_("corrupted text"))):
         if not isinstance(text, str) or not text.strip():
             raise InputError(N_("The {what} is empty: type some text."), what=what)
     if target is not None and not isinstance(target, str):
@@ -61,18 +61,18 @@ def _native(backend, clean, corrupted, target, position) -> PatchSubject:
     src_tokens: list[str] = []
     if cfg.has_encoder:
         c_ids, c_tok, _ = backend.encode_text(backend.src_vocab, clean, room, warnings,
-                                              "clean text")
+                                              N_("clean text"))
         k_ids, k_tok, _ = backend.encode_text(backend.src_vocab, corrupted, room, warnings,
-                                              "corrupted text")
+                                              N_("corrupted text"))
         check_same_length(c_ids, k_ids, c_tok, k_tok)
         src_c, src_k = c_ids + [cfg.eos_id], k_ids + [cfg.eos_id]
         src_tokens, shown = c_tok + [EOS], (c_tok, k_tok)
     dec_c = dec_k = None
     if cfg.kind == "decoder-only":
         c_ids, c_tok, _ = backend.encode_text(backend.tgt_vocab, clean, room, warnings,
-                                              "clean text")
+                                              N_("clean text"))
         k_ids, k_tok, _ = backend.encode_text(backend.tgt_vocab, corrupted, room, warnings,
-                                              "corrupted text")
+                                              N_("corrupted text"))
         check_same_length(c_ids, k_ids, c_tok, k_tok)
         t_ids = _native_target(backend, target, room - len(c_ids), warnings)
         dec_c = ([cfg.bos_id] + c_ids + t_ids)[: cfg.max_len]
@@ -147,8 +147,8 @@ def _native_target(backend, target, room: int, warnings) -> list[int]:
 def _hf(backend, clean, corrupted, target, position) -> PatchSubject:
     arch, warnings = backend.architecture, []
     room = backend.max_tokens
-    enc_c = backend.encode_text(clean, "clean text", room, warnings)
-    enc_k = backend.encode_text(corrupted, "corrupted text", room, warnings)
+    enc_c = backend.encode_text(clean, N_("clean text"), room, warnings)
+    enc_k = backend.encode_text(corrupted, N_("corrupted text"), room, warnings)
     c_ids = list(enc_c["input_ids"])
     c_tok = backend.shown_tokens(c_ids)
     k_tok = backend.shown_tokens(enc_k["input_ids"])

@@ -13,7 +13,13 @@ shuffle.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
+
+from viz_core.i18n import N_
+
+from ..errors import InputError
 
 
 def seeded_order(n: int, seed: int) -> list[int]:
@@ -28,14 +34,17 @@ def seeded_order(n: int, seed: int) -> list[int]:
 
 
 def parse_order(text: str, n: int) -> list[int]:
-    """"2 0 1" or "2,0,1" -> [2, 0, 1], a permutation of 0..n-1; ValueError with a reason."""
-    parts = [p for p in str(text).replace(",", " ").split() if p]
-    try:
-        order = [int(p) for p in parts]
-    except ValueError:
-        raise ValueError("Use whole numbers separated by spaces or commas.") from None
+    """"2 0 1", "2,0,1" or "2; 0; 1" -> [2, 0, 1], a permutation of 0..n-1 (the Relative
+    positions page's shuffle and the Pretraining page's XLNet order); InputError saying why
+    not. Only ASCII digits: int() would also read "+1", "1_0" and other scripts' digits."""
+    parts = [p for p in re.split(r"[\s,;]+", str(text).strip()) if p]
+    if not parts or not all(p.isascii() and p.isdigit() for p in parts):
+        raise InputError(N_("Write the order as {n} whole numbers from 0 to {last}, separated "
+                            "by spaces or commas."), n=n, last=n - 1)
+    order = [int(p) if len(p) <= len(str(n)) else n for p in parts]  # no 4,000-digit int
     if sorted(order) != list(range(n)):
-        raise ValueError(f"Give each of 0..{n - 1} exactly once ({n} tokens).")
+        raise InputError(N_("Give each position from 0 to {last} exactly once ({n} tokens)."),
+                         n=n, last=n - 1)
     return order
 
 

@@ -491,16 +491,6 @@ def lesson_tokens(text: str, model_tokens: list[str] | None = None,
     return tokens[:limit], len(tokens)
 
 
-def parse_order(text: str, n: int) -> list[int]:
-    """"3 1 2 0" or "3,1,2,0" -> [3, 1, 2, 0]; ValueError with a readable reason."""
-    import re
-
-    parts = [p for p in re.split(r"[\s,;]+", text.strip()) if p]
-    if not all(p.isdigit() and p.isascii() for p in parts):
-        raise ValueError(f"write the order as {n} numbers 0..{n - 1} separated by spaces")
-    return check_order([int(p) for p in parts], n)
-
-
 def split_source_target(tokens: list[str]) -> tuple[list[str], list[str]]:
     """First sentence as the source and the rest as the target; one sentence: halves."""
     sents = sentences_of(tokens)
