@@ -3,6 +3,8 @@ against the same model's generate() on the same tokens."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import torch
 
@@ -73,3 +75,36 @@ def test_public_path_beam_1_is_greedy(loaded):
         model = loaded(family)
         tree = model.beam_search(TEXT, beam_size=1, max_len=10)
         assert tree.hypotheses[0].text == model.trace(TEXT, max_new=10).output_text
+
+
+class _Records(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.said: list[str] = []
+
+    def emit(self, record):
+        self.said.append(record.getMessage())
+
+
+@pytest.mark.parametrize("family", ["gpt2", "bart"])
+def test_a_beam_of_one_leaves_the_log_quiet(loaded, family):
+    """A search of one beam with a length penalty or early stopping set (the Beam search
+    page's sliders, or its address) made transformers write "The following generation flags
+    are not valid and may be ignored: ['length_penalty']" into the server log at every run:
+    the stepper handed the beam's settings to the config of a greedy search. The tree is the
+    same with and without them (one beam: they rank nothing)."""
+    model = loaded(family)
+    plain = model.beam_search(TEXT, beam_size=1, max_len=4)
+    records, log = _Records(), logging.getLogger("transformers")
+    transformers.logging.set_verbosity_warning()
+    logging.Logger.warning_once.cache_clear()  # transformers says each warning once a process
+    log.addHandler(records)
+    try:
+        tree = model.beam_search(TEXT, beam_size=1, max_len=4, length_penalty=2.0,
+                                 early_stopping=True)
+    finally:
+        log.removeHandler(records)
+        transformers.logging.set_verbosity_error()
+    assert not [m for m in records.said if "not valid" in m], records.said
+    assert [n.token_id for n in tree.path(tree.hypotheses[0].node_id)] == \
+        [n.token_id for n in plain.path(plain.hypotheses[0].node_id)]

@@ -97,8 +97,11 @@ computed from the q and k the attention interface recorded (viz_core.capture.rec
         self.is_enc_dec = bool(getattr(cfg, "is_encoder_decoder", False))
         input_ids = input_ids.to(self.device)
         gen = copy.deepcopy(hf_model.generation_config)
-        gen.update(num_beams=beams, do_sample=False, length_penalty=length_penalty,
-                   early_stopping=early_stopping, num_return_sequences=1)
+        # the logits processors are all this config feeds; a beam's own settings on a search
+        # of one beam made transformers warn "generation flags are not valid" in the log
+        beam = {"length_penalty": length_penalty, "early_stopping": early_stopping} \
+            if beams > 1 else {}
+        gen.update(num_beams=beams, do_sample=False, num_return_sequences=1, **beam)
         hf_model._prepare_special_tokens(gen, True, device=self.device)
         eos = gen._eos_token_tensor
         self.eos_ids = tuple(int(e) for e in eos.reshape(-1).tolist()) if eos is not None else ()
