@@ -150,3 +150,42 @@ def test_block_source_is_the_recorded_call_read_only(model):
         src.q = None
     eager = vc.BlockTrace("encoder.0.self", pattern=block.pattern)
     assert eager.source is None
+
+
+ODD = [None, -1, 2.5, float("nan"), float("inf"), True, "", "   ", [1, 2], {}, b"bytes",
+       object()]
+
+
+@pytest.mark.parametrize("which", ["lm", "gpt2"])
+def test_every_argument_of_every_analysis_refuses_odd_values_in_one_line(which, tiny_models):
+    """Each parameter of each registered analysis given values of the wrong kind: a result or
+    a VizError, never Python's own error from deep inside (a Python user's view of bad
+    input). Before: target=5 was "'int' object has no attribute 'strip'", position=inf an
+    OverflowError, chunk="" int()'s ValueError, referent_heads(texts=5) "'int' object is
+    not iterable" and threshold=None "'<' not supported"."""
+    model = vc.load("lm", "cpu") if which == "lm" else tiny_models.load("gpt2")[0]
+    texts = {"patch": 2, "attribution_patch": 2, "edge_attribution": 2,
+             "referent_patching": 1, "referent_heads": 1}
+    clean, corrupted = "the small black cats", "the big black cats"
+    wrong = []
+    for name in registry.ANALYSES:
+        params = [p for p in list(inspect.signature(registry.function(name)).parameters.values())[1:]
+                  if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        required = [p for p in params if p.default is p.empty]
+        args = [clean, corrupted][:texts.get(name, 1)]
+        args = ([[clean]] if name.startswith("referent") else args)[:len(required)]
+        args += [clean] * (len(required) - len(args))
+        for i, p in enumerate(params):
+            for value in ODD:
+                call, kw = list(args), {}
+                if i < len(required):
+                    call[i] = value
+                else:
+                    kw[p.name] = value
+                try:
+                    getattr(model, name)(*call, **kw)
+                except vc.VizError:
+                    pass
+                except Exception as err:  # noqa: BLE001 - what the test looks for
+                    wrong.append(f"{name}({p.name}={value!r:.20}): {type(err).__name__}: {err}")
+    assert wrong == [], wrong[:10]

@@ -314,6 +314,42 @@ def test_an_error_retold_with_a_hint_and_a_cut_pair_read_in_chinese():
     assert cut and not any("text" in w for w in cut) and any("干净文本" in w for w in cut), cut
 
 
+# Functions that fill a word naming what they read into their messages ("The {what} is
+# empty", "The query position 9 is out of range"): ui.errors.translated translates it by
+# the catalogue, so a word passed as a plain literal must be a catalogue entry.
+NAMING = {"check_position", "whole", "normalise_position", "encode_text", "token_id",
+          "typed_text", "check_same_length"}
+
+
+def unlisted_words(path: Path, known: set[str], root: Path = ROOT) -> list[str]:
+    """Plain string literals passed to a NAMING function that have no catalogue entry."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if (f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)) not in NAMING:
+            continue
+        for a in [*node.args, *(k.value for k in node.keywords)]:
+            if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value not in known:
+                found.append(f"{path.relative_to(root)}:{node.lineno}: {a.value!r}")
+    return found
+
+
+def test_every_word_a_message_names_is_in_the_catalogue(tmp_path):
+    """Attention flow's "output position" and the logit lens's "number of top tokens k" were
+    passed unmarked: English inside a Chinese message, as patching's "target token" was."""
+    with (ROOT / "locale/zh_CN/LC_MESSAGES/attention_lab.po").open("rb") as f:
+        known = {m.id for m in read_po(f) if m.id and m.string}
+    files = [*sorted((ROOT / "viz_core").rglob("*.py")), *ui_files()]
+    assert [w for p in files for w in unlisted_words(p, known)] == []
+    bad = tmp_path / "bad.py"
+    bad.write_text('check_position(p, n, "query position")\nm.encode_text(t, N_("input"))\n'
+                   'whole(k, what="the count")\nm.token_id(x, "target token")\n')
+    assert [w.split(":")[1] for w in unlisted_words(bad, {"target token"}, tmp_path)] == \
+        ["1", "3"]
+
+
 def untranslatable_errors(path: Path, root: Path = ROOT) -> list[str]:
     """Raises of the app's own errors whose message cannot be translated where shown: an
     f-string, a .format() call, a + or a bare literal in place of an N_() template with its

@@ -150,7 +150,7 @@ def attention_flow(model, text: str, target: str | None = None, *, kind: str | N
 
     tokens, _, patterns = self_patterns(model, text, target, kind)
     if outputs is not None:
-        outputs = [check_position(o, len(tokens), "output position")
+        outputs = [check_position(o, len(tokens), N_("output position"))
                    for o in np.atleast_1d(outputs)]
     return flow_from_patterns(patterns, outputs)
 

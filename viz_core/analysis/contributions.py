@@ -347,7 +347,7 @@ def logit_lens(model, text: str, target: str | None = None, *, k: int = 5) -> Lo
     (layer, position), and where the model's final prediction ranks (a LogitLens; its last
     row is the model's output). Models with an unembedding (DecompositionError otherwise)."""
     check_unembedding(model)
-    k = whole(k, "number of top tokens k")
+    k = whole(k, N_("number of top tokens k"))
     trace = run(model, text, target)
     layers = decoder_layers(trace)
     if not layers:

@@ -327,7 +327,9 @@ def _stream_edit(rows: list[int], positions: list[int], clean_x: torch.Tensor):
 
 def chunk_size(subject: PatchSubject, total: int, chunk: int | None) -> int:
     if chunk is not None:
-        return max(1, int(chunk))
+        from .contributions import whole
+
+        return max(1, whole(chunk, N_("chunk")))
     per_copy = max(1, subject.width_per_copy) * 4  # float32 bytes
     return max(1, min(total, CHUNK_BYTES // per_copy))
 
@@ -572,11 +574,9 @@ def _short(text: str, n: int = 30) -> str:
 
 def normalise_position(position, length: int, what: str = "input") -> int:
     """A position (negative counts from the end) -> 0..length-1, or an InputError."""
-    try:
-        p = int(position)
-    except (TypeError, ValueError):
-        raise InputError(N_("The position must be a whole number, not {short!r}."), short=_short(position)
-                         ) from None
+    from .contributions import whole  # one reader of a whole number (2.5, inf, True refused)
+
+    p = whole(position, N_("position"))
     if not -length <= p < length:
         raise InputError(N_("Position {p} is outside this {what} of {length} tokens (use "
                            "0..{value}, or -1 for the last)."),

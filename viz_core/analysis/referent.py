@@ -116,14 +116,24 @@ def referent_weights(model, text: str, *, kinds=KINDS) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _sentences(texts) -> list[str]:
+    """The sentences an analysis reads: a list (or tuple) of texts, at least one."""
+    if isinstance(texts, str) or not isinstance(texts, (list, tuple)) or \
+            not all(isinstance(t, str) for t in texts):
+        raise InputError(N_("Give the sentences as a list of texts."))
+    if not texts:
+        raise InputError(N_("Give at least one sentence."))
+    return list(texts)
+
+
 def referent_heads(model, texts: list[str], *, threshold: float = 0.5,
                    kinds=KINDS) -> ReferentHeads:
     """Head search over because-sentences of the en-fr grammar: which head puts at least
     `threshold` of the pronoun's attention on the noun it refers to, for both adjective
     classes? (See the module docstring.)"""
-    if not texts:
-        raise InputError(N_("Give at least one sentence."))
-    if not 0 < threshold <= 1:
+    texts = _sentences(texts)
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or \
+            not 0 < threshold <= 1:
         raise InputError(N_("The threshold is a weight in (0, 1], not {threshold}."), threshold=threshold)
     per = []
     for text in texts:
@@ -168,8 +178,7 @@ def referent_patching(model, texts: list[str]) -> pd.DataFrame:
     skipped (none in the grammar: X and Y differ in gender). -> block, head, effect (mean
     over sentences; 1 = patching this head alone restores the clean pronoun's margin), n,
     best first."""
-    if not texts:
-        raise InputError(N_("Give at least one sentence."))
+    texts = _sentences(texts)
     frames = []
     for text in texts:
         ref, other = referent_of(text), referent_of(contrast(text))

@@ -21,6 +21,7 @@ from ..analysis.registry import attach
 from ..capture.recorder import Recorder, recording
 from ..capture.residency import DeviceBudget
 from ..capture.trace import AttentionTrace, BlockTrace, HeadSource, to_numpy
+from ..errors import InputError
 from ..model.choices import Architecture, NormPlacement, PositionalKind, options
 
 __all__ = ["Backend", "block_filter", "block_layout", "blocks_from_records", "record",
@@ -292,7 +293,6 @@ def permuted(ids: list, order, special: list | None = None) -> tuple[list, list[
     """Reorder the ordinary (non-special) tokens of ``ids`` by ``order``, a permutation of
     0..n-1 over them; specials stay where they are. Returns (new ids, source position of
     each new position), for the order-blindness demo."""
-    from ..errors import InputError
 
     special = special or [False] * len(ids)
     slots = [i for i, s in enumerate(special) if not s]
@@ -326,7 +326,6 @@ def right_pad(seqs: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor,
 
 def check_ablation(ablate: dict | None, heads: dict[str, int]) -> dict[str, list[int]] | None:
     """Validate {block: [heads]} against {block: n_heads}; clean sorted lists, or None."""
-    from ..errors import InputError
 
     if not ablate:
         return None

@@ -37,6 +37,7 @@ from .base import (
 from .continuation import default_new_tokens
 from .families import Family
 from .hf_tokens import display_tokens, truncate_ids
+from .typed import check_text_or_none
 
 ARCHITECTURE_WORDS = {"encoder-only": N_("encoder-only"), "decoder-only": N_("decoder-only"),
                       "encoder-decoder": N_("encoder-decoder")}
@@ -331,6 +332,8 @@ class HFModel(Backend):
         token gets the same position vector or rotation) or, for T5, no relative bias.
         """
         arch = self.architecture
+        check_text_or_none(target, N_("target"))
+        check_text_or_none(pair, N_("second sentence"))
         if pair is not None and arch != "encoder-only":
             raise InputError(N_("A second sentence (pair) only applies to encoder-only models."))
         if permute is not None and pair is not None:

@@ -20,7 +20,7 @@ from viz_core.i18n import N_
 
 from ..analysis.parts import HeadWeights, NormSpec
 from ..errors import InputError
-from .token_box import not_in_vocabulary, not_one_token, typed_text, vocabulary_id
+from .typed import not_in_vocabulary, not_one_token, typed_text, vocabulary_id
 
 
 def norm_spec(module: nn.Module | None) -> NormSpec | None:
@@ -187,7 +187,7 @@ def _bare_word(token: str) -> bool:
 
 
 def token_id(backend, token, what: str = N_("token")) -> int:
-    """The id of one token given as an id or as text (token_box): an exact vocabulary entry
+    """The id of one token given as an id or as text (backends.typed): an exact vocabulary entry
     ("Ġcat", "▁cat", "##ing", "[SEP]"), else the text when the tokenizer reads it as one
     token. ``what`` names the box in messages ("target token")."""
     tok = backend.tokenizer

@@ -28,6 +28,7 @@ from .base import (
     right_pad,
     stream_from_records,
 )
+from .typed import check_text_or_none
 
 # New tokens a decoder-only model generates when the caller leaves it to the model (the
 # shipped lm toys stop earlier anyway: max_len 32)
@@ -193,6 +194,7 @@ class NativeModel(Backend):
         rotation), generation included.
         """
         cfg, warnings = self.cfg, []
+        check_text_or_none(target, N_("target"))
         spec = check_ablation(ablate, self._heads)
         src, src_tokens, unknown = None, [], []
         order = None

@@ -13,7 +13,7 @@ from viz_core.i18n import N_
 from ..analysis.parts import HeadWeights, NormSpec
 from ..errors import InputError
 from ..model.positional import apply_rope
-from .token_box import not_in_vocabulary, not_one_token, typed_text, vocabulary_id
+from .typed import not_in_vocabulary, not_one_token, typed_text, vocabulary_id
 
 
 def norm_spec(module: nn.Module | None) -> NormSpec | None:
@@ -63,7 +63,7 @@ def head_weights(backend, block: str) -> HeadWeights:
 
 
 def token_id(backend, token, what: str = N_("token"), vocab=None) -> int:
-    """The id of one token given as an id or as text (token_box): a vocabulary entry as typed
+    """The id of one token given as an id or as text (backends.typed): a vocabulary entry as typed
     or as the tokenizer reads it (trimmed, lowercased), else the text when it is one token
     of ``vocab`` (None: the backend's output vocabulary)."""
     if vocab is None:

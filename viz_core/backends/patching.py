@@ -25,6 +25,7 @@ from ..analysis.patching import PatchSubject, check_same_length, normalise_posit
 from ..errors import InputError
 from ..model.tokenizer import BOS, EOS
 from . import hf_parts, native_parts
+from .typed import check_text_or_none
 
 
 def subject_for(backend, clean: str, corrupted: str, target: str | None = None,
@@ -32,8 +33,7 @@ def subject_for(backend, clean: str, corrupted: str, target: str | None = None,
     for text, what in ((clean, N_("clean text")), (corrupted, N_("corrupted text"))):
         if not isinstance(text, str) or not text.strip():
             raise InputError(N_("The {what} is empty: type some text."), what=what)
-    if target is not None and not isinstance(target, str):
-        raise InputError(N_("The target must be text."))
+    check_text_or_none(target, N_("target"))
     # told apart by what they hold (importing their classes here would close an import circle)
     if getattr(backend, "hf_model", None) is not None:
         return _hf(backend, clean, corrupted, target, position)

@@ -1,6 +1,7 @@
-"""A token typed in a box (logit attribution's and patching's target and contrast): the
-checks every family's reader shares (hf_parts.token_id, native_parts.token_id), so the same
-typing gets the same answer and the same message on every page."""
+"""What a user types into a box, checked the same way for every family: a token (logit
+attribution's and patching's target and contrast; the checks hf_parts.token_id and
+native_parts.token_id share, so the same typing gets the same answer and message on every
+page) and a text that may be left out (a target, a second sentence)."""
 
 from __future__ import annotations
 
@@ -47,3 +48,10 @@ def not_one_token(text: str, what: str, pieces: list[str]) -> InputError:
     return InputError(N_("The {what} {quote} is not one token for this model: it is {n_ids} "
                          "tokens ({join}); give a single token."), what=what, quote=quote(text),
                       n_ids=len(pieces), join=", ".join(quote(p) for p in pieces[:5]))
+
+
+def check_text_or_none(value, what: str) -> None:
+    """A text argument that may be left out (a target, a second sentence): None or a str."""
+    if value is not None and not isinstance(value, str):
+        raise InputError(N_("The {what} must be text, not {kind}."), what=what,
+                         kind=type(value).__name__)
