@@ -82,7 +82,7 @@ elif scheme == "XLNet":
     try:
         order = parse_order(raw, n)
     except InputError as err:
-        st.warning(_("Order not used: {err}. Showing the seed's order {default}.").format(
+        st.warning(_("Order not used: {err} Showing the seed's order {default}.").format(
                        err=literal(translated(err)), default=literal(default)))
         order = pt.random_order(n, seed)
     state.to_url(pt_order=raw)

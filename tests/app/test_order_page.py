@@ -72,6 +72,7 @@ def test_a_refused_order_reads_in_chinese(page, key):
         said = [w.value for w in at.warning if reason in w.value]
         assert said and not any(c.isascii() and c.isalpha() for w in said
                                 for c in w.split("。")[0].replace("XLNet", "")), said
+        assert not any("。。" in w or ".." in w.replace("0..", "") for w in said), said
 
 
 @pytest.mark.parametrize("label,text", CORPUS)
