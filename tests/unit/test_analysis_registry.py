@@ -189,3 +189,45 @@ def test_every_argument_of_every_analysis_refuses_odd_values_in_one_line(which, 
                 except Exception as err:  # noqa: BLE001 - what the test looks for
                     wrong.append(f"{name}({p.name}={value!r:.20}): {type(err).__name__}: {err}")
     assert wrong == [], wrong[:10]
+
+
+CONTRACT = {  # Backend methods a Python user calls: (positional arguments, options)
+    "trace": (("the cat sat",), ["target", "capture", "blocks", "ablate", "max_new",
+                                 "permute", "positions"]),
+    "beam_search": (("the cat sat",), ["beam_size", "max_len", "length_penalty",
+                                       "early_stopping", "num_return", "prefix", "ablate"]),
+    "trace_batch": ((["the cat sat", "a dog"],), ["targets", "capture", "blocks", "ablate"]),
+    "check_faithfulness": (("the cat sat",), ["target", "max_tokens"]),
+    "count_tokens": (("the cat",), []),
+    "token_strings": (([1, 2],), []),
+    "head_weights": (("decoder.0.self",), []),
+}
+
+
+@pytest.mark.parametrize("which", ["lm", "gpt2"])
+def test_every_argument_of_the_backend_contract_refuses_odd_values_in_one_line(which,
+                                                                               tiny_models):
+    """As above, for what the Backend contract offers besides the analyses. Before:
+    capture=-1 "'int' object is not iterable", blocks="decoder.0.self" kept nothing (a set of
+    its letters), ablate="x" "'str' object has no attribute 'items'", max_new=2.5 a
+    TypeError in the decoder, prefix=5 "'int' object has no attribute 'strip'",
+    length_penalty=10**12 an OverflowError in the search, head_weights(5) "'int' object has
+    no attribute 'split'", token_strings(None) "not iterable", and a decoder-only batch with
+    fewer targets than inputs an IndexError."""
+    model = vc.load("lm", "cpu") if which == "lm" else tiny_models.load("gpt2")[0]
+    odd = [*ODD, 0, "x", 10**12]
+    wrong = []
+    for name, (args, options) in CONTRACT.items():
+        fn = getattr(model, name)
+        trials = [((value, *args[1:]), {}) for value in odd]
+        trials += [(args, {option: value}) for option in options for value in odd]
+        for call, kw in trials:
+            try:
+                fn(*call, **kw)
+            except vc.VizError:
+                pass
+            except Exception as err:  # noqa: BLE001 - what the test looks for
+                wrong.append(f"{name}({call[0]!r:.20}, {kw!r:.30}): {type(err).__name__}: {err}")
+    assert wrong == [], wrong[:10]
+    kept = model.trace("the cat sat", blocks="decoder.0.self", max_new=0)
+    assert list(kept.blocks) == ["decoder.0.self"]  # one name is that block, not its letters

@@ -10,7 +10,7 @@ docs/ARCHITECTURE.md for how to add a model family. The analyses (logit_attribut
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -23,6 +23,7 @@ from ..capture.residency import DeviceBudget
 from ..capture.trace import AttentionTrace, BlockTrace, HeadSource, to_numpy
 from ..errors import InputError
 from ..model.choices import Architecture, NormPlacement, PositionalKind, options
+from .typed import check_count, check_names, check_text_or_none
 
 __all__ = ["Backend", "block_filter", "block_layout", "blocks_from_records", "record",
            "permuted", "right_pad", "stream_from_records", "to_numpy"]
@@ -199,7 +200,9 @@ class Backend:
                            max_tokens: int | None = None) -> float:
         """max |logits(traced run) - logits(reference attention)| on this input (cut to
         max_tokens); the model keeps the largest difference seen (``faithfulness``)."""
-        traced, reference, n = self._reference_outputs(source, target, max_tokens)
+        check_text_or_none(target, N_("target"))
+        traced, reference, n = self._reference_outputs(source, target,
+                                                      check_count(max_tokens, N_("max_tokens")))
         diff = float((traced.float() - reference.float()).abs().max()) if traced.numel() else 0.0
         with self._faith_lock:
             if self._faith is None or diff >= self._faith[0]:
@@ -235,7 +238,8 @@ def block_filter(blocks) -> Callable[[str], bool] | None:
     """None -> all; callable -> itself; list of names or kinds ("decoder.cross") -> membership."""
     if blocks is None or callable(blocks):
         return blocks
-    wanted = set(blocks)
+    check_names(blocks, N_("blocks"))
+    wanted = {blocks} if isinstance(blocks, str) else set(blocks)
 
     def keep(name: str) -> bool:
         stack, _, kind = name.split(".")
@@ -265,6 +269,9 @@ def record(run: Callable[[], Any], *, blocks=None, capture=CAPTURE_ALL,
            positions: bool = True) -> tuple[Any, Recorder]:
     """Call ``run()`` with a fresh recorder: (its result, the recorder with the records).
     The stream points are kept when ``capture`` names STREAM."""
+    if capture is not None:
+        check_names(capture, N_("capture"))
+        capture = (capture,) if isinstance(capture, str) else tuple(capture)
     keep = block_filter(blocks) or (lambda name: True)
     rec = Recorder(keep=keep if capture else None,
                    points=frozenset(p for p in capture or () if p in ("v", "z")),
@@ -327,14 +334,25 @@ def right_pad(seqs: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor,
 def check_ablation(ablate: dict | None, heads: dict[str, int]) -> dict[str, list[int]] | None:
     """Validate {block: [heads]} against {block: n_heads}; clean sorted lists, or None."""
 
-    if not ablate:
+    from ..analysis.contributions import whole  # the one reader of a whole number
+
+    if ablate is None:
         return None
+    if not isinstance(ablate, Mapping):
+        raise InputError(N_("ablate must map blocks to heads ({{block: [heads]}}), not {kind}."),
+                         kind=type(ablate).__name__)
     spec = {}
     for block, hs in ablate.items():
-        if block not in heads:
+        if not isinstance(block, str) or block not in heads:
             raise InputError(N_("Cannot ablate {block!r}: this model's blocks are {list}."),
                                 block=block, list=list(heads))
-        idx = sorted({int(h) for h in hs})
+        try:
+            idx = sorted({whole(h, N_("head")) for h in hs})
+        except TypeError:  # not a list
+            idx = None
+        if idx is None:
+            raise InputError(N_("ablate[{block!r}] must be a list of heads, not {kind}."),
+                             block=block, kind=type(hs).__name__)
         bad = [h for h in idx if not 0 <= h < heads[block]]
         if bad:
             raise InputError(N_("{block!r} has heads 0..{value}; no head {value2}."),

@@ -37,7 +37,7 @@ from .base import (
 from .continuation import default_new_tokens
 from .families import Family
 from .hf_tokens import display_tokens, truncate_ids
-from .typed import check_text_or_none
+from .typed import check_count, check_text_or_none, check_texts
 
 ARCHITECTURE_WORDS = {"encoder-only": N_("encoder-only"), "decoder-only": N_("decoder-only"),
                       "encoder-decoder": N_("encoder-decoder")}
@@ -334,6 +334,7 @@ class HFModel(Backend):
         arch = self.architecture
         check_text_or_none(target, N_("target"))
         check_text_or_none(pair, N_("second sentence"))
+        max_new = check_count(max_new, N_("max_new"))
         if pair is not None and arch != "encoder-only":
             raise InputError(N_("A second sentence (pair) only applies to encoder-only models."))
         if permute is not None and pair is not None:
@@ -420,8 +421,13 @@ class HFModel(Backend):
         Each trace keeps the padded length: padding tokens appear on both axes, their key
         columns are marked in ``mask`` and receive exactly zero attention.
         """
+        check_texts(sources, N_("inputs"))
+        check_texts(targets, N_("targets"), optional=True)
         if not sources:
             raise InputError(N_("No inputs given."))
+        if targets is not None and len(targets) != len(sources):
+            raise InputError(N_("Give one target per input: {n} inputs, {m} targets."),
+                             n=len(sources), m=len(targets))
         spec = check_ablation(ablate, self._heads)
         room = self.max_tokens
         warnings: list[list[str]] = [[] for _ in sources]

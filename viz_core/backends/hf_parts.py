@@ -20,7 +20,13 @@ from viz_core.i18n import N_
 
 from ..analysis.parts import HeadWeights, NormSpec
 from ..errors import InputError
-from .typed import not_in_vocabulary, not_one_token, typed_text, vocabulary_id
+from .typed import (
+    not_in_vocabulary,
+    not_one_token,
+    typed_text,
+    vocabulary_id,
+    vocabulary_ids,
+)
 
 
 def norm_spec(module: nn.Module | None) -> NormSpec | None:
@@ -138,7 +144,7 @@ def _rotation(backend, attn: nn.Module, layer: int):
 
 
 def head_weights(backend, block: str) -> HeadWeights:
-    attn = backend._modules.get(block)
+    attn = backend._modules.get(block) if isinstance(block, str) else None
     if attn is None:
         raise InputError(N_("{block!r} is not a block of this model; its blocks are {list}."),
                             block=block, list=list(backend._modules))
@@ -235,4 +241,4 @@ def _token_ids(tok, text: str, token: str) -> list[int]:
 
 
 def token_strings(backend, ids) -> list[str]:
-    return backend.shown_tokens([int(i) for i in ids])
+    return backend.shown_tokens(vocabulary_ids(ids, len(backend.tokenizer)))

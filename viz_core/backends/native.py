@@ -28,7 +28,7 @@ from .base import (
     right_pad,
     stream_from_records,
 )
-from .typed import check_text_or_none
+from .typed import check_count, check_text_or_none, check_texts
 
 # New tokens a decoder-only model generates when the caller leaves it to the model (the
 # shipped lm toys stop earlier anyway: max_len 32)
@@ -195,6 +195,7 @@ class NativeModel(Backend):
         """
         cfg, warnings = self.cfg, []
         check_text_or_none(target, N_("target"))
+        max_new = check_count(max_new, N_("max_new"))
         spec = check_ablation(ablate, self._heads)
         src, src_tokens, unknown = None, [], []
         order = None
@@ -314,6 +315,8 @@ class NativeModel(Backend):
         one target per source (e.g. each input's own greedy output).
         """
         cfg = self.cfg
+        check_texts(sources, N_("inputs"))
+        check_texts(targets, N_("targets"), optional=True)
         if not sources:
             raise InputError(N_("No inputs given."))
         if cfg.kind == "encoder-decoder" and (targets is None or len(targets) != len(sources)):

@@ -13,7 +13,13 @@ from viz_core.i18n import N_
 from ..analysis.parts import HeadWeights, NormSpec
 from ..errors import InputError
 from ..model.positional import apply_rope
-from .typed import not_in_vocabulary, not_one_token, typed_text, vocabulary_id
+from .typed import (
+    not_in_vocabulary,
+    not_one_token,
+    typed_text,
+    vocabulary_id,
+    vocabulary_ids,
+)
 
 
 def norm_spec(module: nn.Module | None) -> NormSpec | None:
@@ -34,6 +40,9 @@ def _layer(backend, stack: str, number: int):
 
 
 def head_weights(backend, block: str) -> HeadWeights:
+    if not isinstance(block, str) or block not in backend.block_heads:
+        raise InputError(N_("{block!r} is not a block of this model; its blocks are {list}."),
+                         block=block, list=list(backend.block_heads))
     stack, number, kind = block.split(".")
     layer = _layer(backend, stack, int(number))
     attn = layer.cross_attn if kind == "cross" else layer.self_attn
@@ -88,4 +97,4 @@ def token_id(backend, token, what: str = N_("token"), vocab=None) -> int:
 
 def token_strings(backend, ids) -> list[str]:
     vocab = backend.tgt_vocab if backend.tgt_vocab is not None else backend.src_vocab
-    return [vocab.display(vocab.tokens[int(i)]) for i in ids]
+    return [vocab.display(vocab.tokens[i]) for i in vocabulary_ids(ids, len(vocab.tokens))]

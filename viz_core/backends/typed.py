@@ -55,3 +55,51 @@ def check_text_or_none(value, what: str) -> None:
     if value is not None and not isinstance(value, str):
         raise InputError(N_("The {what} must be text, not {kind}."), what=what,
                          kind=type(value).__name__)
+
+
+def check_count(value, what: str) -> int | None:
+    """None, or a whole number from 0 (max_new, max_tokens): InputError for 2.5, -1, "x"."""
+    if value is None:
+        return None
+    from ..analysis.contributions import whole  # the one reader of a whole number
+
+    n = whole(value, what)
+    if n < 0:
+        raise InputError(N_("The {what} must be 0 or more, not {value}."), what=what, value=n)
+    return n
+
+
+def check_texts(texts, what: str, optional: bool = False) -> None:
+    """A list (or tuple) of texts, e.g. a batch's sources or targets (None if optional)."""
+    if optional and texts is None:
+        return
+    if isinstance(texts, str) or not isinstance(texts, (list, tuple)) or \
+            not all(isinstance(t, str) for t in texts):
+        raise InputError(N_("The {what} must be a list of texts."), what=what)
+
+
+def check_names(value, what: str) -> None:
+    """A block's name, or a list of names (a str; or a list, tuple or set of str)."""
+    if isinstance(value, str):
+        return
+    if not isinstance(value, (list, tuple, set, frozenset)) or \
+            not all(isinstance(v, str) for v in value):
+        raise InputError(N_("The {what} must be a name or a list of names, not {kind}."),
+                         what=what, kind=type(value).__name__)
+
+
+def vocabulary_ids(ids, size: int) -> list[int]:
+    """A list of token ids below ``size`` (token_strings' argument)."""
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, (list, tuple, range)) and \
+            not hasattr(ids, "tolist"):
+        raise InputError(N_("Token ids must be a list of whole numbers, not {kind}."),
+                         kind=type(ids).__name__)
+    ids = ids.tolist() if hasattr(ids, "tolist") else ids
+    out = []
+    for i in ids:
+        v = vocabulary_id(i, size)
+        if v is None:
+            raise InputError(N_("Token ids must be a list of whole numbers, not {kind}."),
+                             kind=f"a list holding {i!r:.20}")
+        out.append(v)
+    return out

@@ -21,6 +21,7 @@ __all__ = ["NEG", "HFStepper", "Stepper", "attention_key_labels", "beam_search",
            "search_with"]
 
 MAX_BEAM, MAX_LEN = 16, 256
+MAX_LENGTH_PENALTY = 100  # score / length**penalty: far beyond it, a power of the length overflows
 
 
 def _check(beam_size, max_len, num_return, length_penalty, early_stopping) -> int:
@@ -36,9 +37,10 @@ def _check(beam_size, max_len, num_return, length_penalty, early_stopping) -> in
         raise InputError(N_("Number of results must be from 1 to the beam size ({beam_size}), not "
                            "{num_return!r}."), beam_size=beam_size, num_return=num_return)
     if isinstance(length_penalty, bool) or not isinstance(length_penalty, int | float) \
-            or not math.isfinite(length_penalty):
-        raise InputError(N_("Length penalty must be a finite number, not {length_penalty!r}."),
-                            length_penalty=length_penalty)
+            or not math.isfinite(length_penalty) or abs(length_penalty) > MAX_LENGTH_PENALTY:
+        raise InputError(N_("Length penalty must be a number from -{most} to {most}, not "
+                            "{length_penalty!r}."), most=MAX_LENGTH_PENALTY,
+                         length_penalty=length_penalty)
     if not (early_stopping is True or early_stopping is False or early_stopping == "never"):
         raise InputError(N_("early_stopping must be True, False or 'never', not "
                            "{early_stopping!r}."), early_stopping=early_stopping)
@@ -58,6 +60,9 @@ def beam_search(model, source: str, beam_size: int = 4, max_len: int = 32,
     zeroed during the whole search (encoder included).
     """
     num_return = _check(beam_size, max_len, num_return, length_penalty, early_stopping)
+    if prefix is not None and not isinstance(prefix, str):
+        raise InputError(N_("The forced prefix must be text, not {kind}."),
+                         kind=type(prefix).__name__)
     if not isinstance(source, str) or not source.strip():
         raise InputError(N_("The input is empty: type some text."))
     if not model.can_generate:
