@@ -300,7 +300,6 @@ def permuted(ids: list, order, special: list | None = None) -> tuple[list, list[
     """Reorder the ordinary (non-special) tokens of ``ids`` by ``order``, a permutation of
     0..n-1 over them; specials stay where they are. Returns (new ids, source position of
     each new position), for the order-blindness demo."""
-
     special = special or [False] * len(ids)
     slots = [i for i, s in enumerate(special) if not s]
     try:
@@ -333,7 +332,6 @@ def right_pad(seqs: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor,
 
 def check_ablation(ablate: dict | None, heads: dict[str, int]) -> dict[str, list[int]] | None:
     """Validate {block: [heads]} against {block: n_heads}; clean sorted lists, or None."""
-
     from ..analysis.contributions import whole  # the one reader of a whole number
 
     if ablate is None:

@@ -1,7 +1,9 @@
-"""What a user types into a box, checked the same way for every family: a token (logit
-attribution's and patching's target and contrast; the checks hf_parts.token_id and
-native_parts.token_id share, so the same typing gets the same answer and message on every
-page) and a text that may be left out (a target, a second sentence)."""
+"""What a user gives a backend, checked the same way for every family, each refusal one
+line: a token typed in a box (logit attribution's and patching's target and contrast; the
+checks hf_parts.token_id and native_parts.token_id share, so the same typing gets the same
+answer and message on every page), a text that may be left out (a target, a second
+sentence), a count (max_new), a list of texts (a batch), names (blocks, capture) and token
+ids. Whole numbers are read by analysis.contributions.whole, as everywhere."""
 
 from __future__ import annotations
 
