@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.support.atlas import LINES, assert_same_output, cfg
+from tests.support.atlas import LINES, assert_same_output, cfg, shards_of
 from viz_core.atlas import (
     AtlasConfig,
     AtlasError,
@@ -351,3 +351,36 @@ def test_the_threshold_is_the_documented_one():
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "ATLAS.md").read_text()
     assert f"exceeds **{RAY_PAYOFF_S:.0f} seconds**" in doc
+
+
+def test_forward_slices_keep_the_batch_and_the_memory_bound():
+    """--batch is a most: a run of long inputs is cut so that its kept patterns fit
+    PATTERN_BYTES (MiniLM at 512 tokens keeps ~75 MB per input; --batch 2000 on long lines
+    was the allocator's traceback)."""
+    import viz_core as vc
+    from viz_core.atlas.worker import forward_slices
+
+    model = vc.load("lm", "cpu")
+    texts = [" ".join(["the cat"] * k) for k in (1, 12, 2, 2, 14, 1, 3, 9, 1, 1)]
+    heads = sum(model.block_heads.values())
+    n = [min(model.count_tokens(t) + 2, model.max_tokens) for t in texts]
+    for batch, budget in ((4, 10**12), (100, 4 * heads * 20 * 20 * 3), (100, 1)):
+        cut = forward_slices(model, texts, batch, budget)
+        assert [i for s in cut for i in range(s.start, s.stop)] == list(range(len(texts)))
+        for s in cut:
+            size = s.stop - s.start
+            assert size <= batch
+            assert size == 1 or 4 * heads * max(n[s]) ** 2 * size <= budget, (s, budget)
+    assert len(forward_slices(model, texts, 4, 10**12)) == 3  # only the batch cuts
+
+
+def test_a_run_cut_by_memory_gives_the_same_atlas(data, finished, tmp_path, monkeypatch):
+    from viz_core.atlas import worker
+
+    monkeypatch.setattr(worker, "PATTERN_BYTES", 1)  # one input per forward pass
+    out = tmp_path / "cut"
+    run_atlas(cfg(data / "lines.txt", out))
+    a, b = shards_of(out), shards_of(finished[0])
+    assert a.keys() == b.keys() and a
+    for name in a:  # the same computation in other batches: rounding may differ a little
+        pd.testing.assert_frame_equal(a[name], b[name], rtol=1e-5, obj=name)

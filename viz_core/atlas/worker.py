@@ -19,6 +19,10 @@ from .layout import examples_path, heads_path, input_path, write_atomic
 from .roles import ROLES, block_roles
 
 FLOAT_COLUMNS = (*ROLES, "distance", "entropy")
+# The attention patterns one forward pass may keep: --batch is a most, and a batch of long
+# inputs runs in parts below this (MiniLM at 512 tokens keeps ~75 MB of patterns per input:
+# --batch 2000 asked for 150 GB, and the allocator's refusal was a traceback).
+PATTERN_BYTES = 1 << 30
 PEAK_COLUMNS = tuple(f"peak_{r}" for r in ROLES)
 
 
@@ -66,6 +70,33 @@ def trace_rows(trace) -> tuple[dict[str, list], dict]:
     return cols, facts
 
 
+def forward_slices(model, texts: list[str], batch: int, budget: int | None = None
+                   ) -> list[slice]:
+    """``texts`` in runs of at most ``batch`` whose kept patterns (every block's heads x n x
+    n float32, n the run's longest input) stay within ``budget`` bytes (PATTERN_BYTES); a
+    single input always runs."""
+    budget = PATTERN_BYTES if budget is None else budget
+    heads = sum(model.block_heads.values()) or 1
+    most = max(1, int(model.max_tokens or 1))
+
+    def length(text: str) -> int:
+        try:
+            return min(model.count_tokens(text) + 2, most)  # + specials
+        except VizError:  # the trace says what is wrong with it
+            return 1
+
+    out, start, longest = [], 0, 0
+    for i, text in enumerate(texts):
+        n = max(longest, length(text))
+        if i > start and ((i - start) >= batch or 4 * heads * n * n * (i - start + 1) > budget):
+            out.append(slice(start, i))
+            start, n = i, length(text)
+        longest = n
+    if texts:
+        out.append(slice(start, len(texts)))
+    return out
+
+
 class AtlasWorker:
     """Holds one model; `run_shard(i)` analyses input shard i. Called by Ray Data with a
     batch {"shard": [i, ...]} and returns one small row per shard."""
@@ -79,7 +110,8 @@ class AtlasWorker:
         if threads:
             torch.set_num_threads(threads)
         self.model = vc.load(model, device=device)
-        self.out, self.batch, self.kill_once = Path(out), max(1, batch), kill_once
+        self.out, self.kill_once = Path(out), kill_once
+        self.batch = max(1, batch)
 
     def __call__(self, batch: dict) -> dict:
         done = [self.run_shard(int(s)) for s in batch["shard"]]
@@ -125,8 +157,8 @@ class AtlasWorker:
         ex: dict[str, list] = {k: [] for k in ("example", "text", "target", "probe", "tokens",
                                                "target_tokens", "n_tokens", "token_cut",
                                                "error")}
-        for start in range(0, len(texts), self.batch):
-            sl = slice(start, start + self.batch)
+        for sl in forward_slices(self.model, texts, self.batch):
+            start = sl.start
             targets = self._targets(texts[sl], probe[sl])
             traces = self._traces(texts[sl], targets)
             if start > 0:
