@@ -87,10 +87,11 @@ def forward_slices(model, texts: list[str], batch: int, budget: int | None = Non
 
     out, start, longest = [], 0, 0
     for i, text in enumerate(texts):
-        n = max(longest, length(text))
+        m = length(text)  # one tokenizer call per input
+        n = max(longest, m)
         if i > start and ((i - start) >= batch or 4 * heads * n * n * (i - start + 1) > budget):
             out.append(slice(start, i))
-            start, n = i, length(text)
+            start, n = i, m
         longest = n
     if texts:
         out.append(slice(start, len(texts)))
@@ -110,8 +111,7 @@ class AtlasWorker:
         if threads:
             torch.set_num_threads(threads)
         self.model = vc.load(model, device=device)
-        self.out, self.kill_once = Path(out), kill_once
-        self.batch = max(1, batch)
+        self.out, self.batch, self.kill_once = Path(out), max(1, batch), kill_once
 
     def __call__(self, batch: dict) -> dict:
         done = [self.run_shard(int(s)) for s in batch["shard"]]

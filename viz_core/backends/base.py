@@ -347,10 +347,8 @@ def check_ablation(ablate: dict | None, heads: dict[str, int]) -> dict[str, list
         try:
             idx = sorted({whole(h, N_("head")) for h in hs})
         except TypeError:  # not a list
-            idx = None
-        if idx is None:
             raise InputError(N_("ablate[{block!r}] must be a list of heads, not {kind}."),
-                             block=block, kind=type(hs).__name__)
+                             block=block, kind=type(hs).__name__) from None
         bad = [h for h in idx if not 0 <= h < heads[block]]
         if bad:
             raise InputError(N_("{block!r} has heads 0..{value}; no head {value2}."),
