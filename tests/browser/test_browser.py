@@ -70,10 +70,12 @@ def test_back_goes_back_a_view_not_a_setting_at_a_time(app_url, chromium_browser
     params = "() => Object.fromEntries(new URLSearchParams(location.search))"
     page, errors, _ = open_page(chromium_browser, f"{base}/attention?{q}")
     wait_chart(page)
+    settle(page)  # the first run's address is written before the count starts
     before = page.evaluate("history.length")
     page.get_by_role("link", name="Masks").click()
     page.wait_for_function(f"({title})() === 'Masks'", timeout=60_000)
     wait_chart(page)
+    settle(page)
     assert page.evaluate("history.length") == before + 1
     assert page.evaluate(params) == {"model": toy, "text": "the cat sat on the mat",
                                      "lang": "en", "device": "auto", "dtype": "auto"}
@@ -84,12 +86,14 @@ def test_back_goes_back_a_view_not_a_setting_at_a_time(app_url, chromium_browser
 
     page, errors, _ = open_page(chromium_browser, f"{base}/attention?{q}")
     wait_chart(page)
+    settle(page)
     head = page.evaluate(params).get("head")
     before = page.evaluate("history.length")
     page.get_by_label("Head (0–3)").fill("2")
     page.get_by_label("Head (0–3)").press("Enter")
     page.wait_for_function(f"({params})().head === '2'", timeout=60_000)
     wait_chart(page)
+    settle(page)
     assert page.evaluate("history.length") == before + 1
     page.evaluate("history.back()")
     page.wait_for_function(f"(({params})().head ?? null) === {json.dumps(head)}",
@@ -116,6 +120,7 @@ def test_back_goes_back_a_view_not_a_setting_at_a_time(app_url, chromium_browser
     wait_chart(page)
     assert page.evaluate(params)["head"] == "2"
     assert page.get_by_label("Head (0–3)").input_value() == "2"
+    settle(page)
     assert page.evaluate("history.length") == before + 1
     page.evaluate("history.back()")
     page.wait_for_function(f"({title})() === 'Masks'", timeout=60_000)

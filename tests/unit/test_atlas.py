@@ -19,7 +19,7 @@ from viz_core.atlas import (
     run_atlas,
 )
 from viz_core.atlas.__main__ import main as cli
-from viz_core.atlas.engine import MAX_PARALLEL, MAX_PROBES
+from viz_core.atlas.engine import MAX_PARALLEL, MAX_PROBES, MAX_SHARD
 from viz_core.atlas.inputs import MAX_CHARS, probe_texts
 from viz_core.atlas.layout import (
     done_shards,
@@ -197,13 +197,15 @@ BIG = "100000000000"
 @pytest.mark.parametrize("option,value", [("--workers", "-2"), ("--threads", "-1"),
                                           ("--threads", "0"), ("--probe", "-5"),
                                           ("--threads", BIG), ("--workers", BIG),
-                                          ("--probe", BIG), ("--limit", BIG)])
+                                          ("--probe", BIG), ("--limit", BIG),
+                                          ("--shard-size", BIG)])
 def test_an_out_of_range_count_is_one_line_before_anything_starts(tmp_path, capsys, option,
                                                                   value):
     """--workers -2 was Ray's ValueError after Ray had started, --threads -1 torch's
     RuntimeError, --probe -5 silently none; --threads 10**11 torch's "Overflow when
     unpacking long", and --probe 10**11 (or --limit with --data probe) built the probe set
-    in memory until the machine ran out of it (23 GB seen before it was stopped)."""
+    in memory until the machine ran out of it (23 GB seen before it was stopped);
+    --shard-size had no most (a shard's texts are read at once)."""
     code = cli(["--model", "lm", "--data", "probe", "--out", str(tmp_path / "o"),
                 "--engine", "ray", option, value])
     said = capsys.readouterr().err.strip().splitlines()
@@ -211,6 +213,9 @@ def test_an_out_of_range_count_is_one_line_before_anything_starts(tmp_path, caps
         most = ("--probe (and --limit with --data probe) must be from 0 to "
                 f"{MAX_PROBES:,}, not {value}: the probe set is a fixed kind of example, "
                 "and more of them add nothing.")
+    elif option == "--shard-size":
+        most = (f"--shard-size must be from 1 to {MAX_SHARD:,}, not {value}: a shard's texts "
+                "are read at once, and a shard is the unit a stopped run resumes from.")
     else:
         most = f"{option} must be from 1 to {MAX_PARALLEL:,}, not {value}."
     assert code == 2 and said == [f"atlas: {most}"], said

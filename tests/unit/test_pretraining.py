@@ -1,8 +1,11 @@
 """viz_core.lessons.pretraining against masks and corruptions worked out by hand."""
 
+import re
+
 import numpy as np
 import pytest
 
+from viz_core.errors import InputError
 from viz_core.lessons import pretraining as pt
 
 T, F = True, False
@@ -49,8 +52,11 @@ def test_xlnet_natural_order_is_causal_and_bad_orders_are_refused():
     content, query = pt.xlnet_masks([0, 1, 2])
     np.testing.assert_array_equal(content, pt.causal(3))
     np.testing.assert_array_equal(query, pt.causal(3) | np.eye(3, dtype=bool))
-    with pytest.raises(ValueError):
-        pt.xlnet_masks([0, 0, 1])
+    # one line a caller can act on (InputError), the position that is not a whole number named
+    for bad, says in (([0, 0, 1], "0..2 exactly once"), ([0, 1.5, 2], "not 1.5"),
+                      (5, "0..2 exactly once")):
+        with pytest.raises(InputError, match=re.escape(says)):
+            pt.xlnet_masks(bad) if not isinstance(bad, int) else pt.check_order(bad, 3)
 
 
 @pytest.mark.parametrize("n, expected", [(1, 1), (7, 1), (10, 2), (20, 3), (100, 15)])
@@ -132,8 +138,10 @@ def test_mass_span_by_hand_and_its_two_limits():
     gpt_like = pt.mass(list("abcde"), k=5)
     assert gpt_like.inputs == [pt.MASK] * 5 and gpt_like.targets == list("abcde")
     np.testing.assert_array_equal(gpt_like.panels[1].mask, pt.causal(5))
-    with pytest.raises(ValueError):
-        pt.mass(list("abc"), k=4)
+    for k, start, says in ((4, None, "from 1 to 3, not 4"), (2.5, 0, "not 2.5"),
+                           (2, 9, "from 0 to 1, not 9")):
+        with pytest.raises(InputError, match=re.escape(says)):
+            pt.mass(list("abc"), k=k, start=start)
 
 
 def test_t5_span_corruption_the_papers_example():

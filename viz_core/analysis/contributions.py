@@ -32,6 +32,7 @@ import torch
 from viz_core.i18n import N_, Message
 
 from ..errors import DecompositionError, InputError, VizError
+from ..model.choices import whole
 
 CAPTURE = ("z", "stream")  # q and k are always kept; z needs v, which comes with it
 KINDS = ("embed", "position", "head", "mlp", "bias")
@@ -84,18 +85,6 @@ def recorded(trace, block: str):
     if src is None or src.z is None:
         raise VizError(N_("The trace of {block!r} kept no head outputs (z)."), block=block)
     return src
-
-
-def whole(value, what: str) -> int:
-    """An int from an int, an integral float or a numeric string (URL values); InputError
-    for anything else (2.5, "x", nan, inf, True)."""
-    try:
-        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-            raise ValueError
-        return int(value)
-    except (TypeError, ValueError, OverflowError):
-        raise InputError(N_("The {what} must be a whole number, not {value!r}."),
-                            what=what, value=value) from None
 
 
 def check_position(position, n: int, what: str = "position") -> int:

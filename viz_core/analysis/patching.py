@@ -49,7 +49,7 @@ from viz_core.i18n import N_, Message
 
 from ..capture.recorder import Recorder, recording
 from ..errors import InputError
-from ..model.choices import Over, PatchMethod, Readout, choose, options
+from ..model.choices import Over, PatchMethod, Readout, choose, options, whole
 
 OVER = options(Over)
 CHUNK_BYTES = 256 << 20  # rough activation memory of one batch of patched copies
@@ -327,7 +327,6 @@ def _stream_edit(rows: list[int], positions: list[int], clean_x: torch.Tensor):
 
 def chunk_size(subject: PatchSubject, total: int, chunk: int | None) -> int:
     if chunk is not None:
-        from .contributions import whole
 
         return max(1, whole(chunk, N_("chunk")))
     per_copy = max(1, subject.width_per_copy) * 4  # float32 bytes
@@ -574,7 +573,6 @@ def _short(text: str, n: int = 30) -> str:
 
 def normalise_position(position, length: int, what: str = "input") -> int:
     """A position (negative counts from the end) -> 0..length-1, or an InputError."""
-    from .contributions import whole  # one reader of a whole number (2.5, inf, True refused)
 
     p = whole(position, N_("position"))
     if not -length <= p < length:

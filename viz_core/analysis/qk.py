@@ -29,7 +29,7 @@ import torch
 from viz_core.i18n import N_, Message
 
 from ..errors import InputError
-from ..model.choices import Side, choose
+from ..model.choices import Side, choose, whole
 from .contributions import (
     check_decomposable,
     check_position,
@@ -37,7 +37,6 @@ from .contributions import (
     recorded,
     run,
     stream_components,
-    whole,
 )
 from .parts import HeadWeights, NormSpec
 

@@ -36,6 +36,7 @@ PAIR_TASKS = ("patching", "circuit")  # tasks over (clean, corrupted) pairs
 ENGINES = options(AtlasEngine)
 MAX_PARALLEL = 1024  # --workers and --threads: more is a typo, not a machine
 MAX_PROBES = 100_000  # probe examples (--probe; --limit with --data probe)
+MAX_SHARD = 100_000  # examples per shard (--shard-size): a shard's texts are read at once
 
 KILL_ENV = "ATTENTION_LAB_ATLAS_KILL_ONCE"  # test hook: a flag file; one worker exits once
 ROOT = Path(__file__).resolve().parents[2]
@@ -331,6 +332,10 @@ def run_atlas(cfg: AtlasConfig, progress: Callable[[dict], None] | None = None,
         if value is not None and not 1 <= value <= MAX_PARALLEL:
             raise AtlasError(N_("{option} must be from 1 to {most:,}, not {value}."),
                              option=option, most=MAX_PARALLEL, value=value)
+    if cfg.shard_size > MAX_SHARD:
+        raise AtlasError(N_("--shard-size must be from 1 to {most:,}, not {value}: a shard's "
+                            "texts are read at once, and a shard is the unit a stopped run "
+                            "resumes from."), most=MAX_SHARD, value=cfg.shard_size)
     probes = [cfg.probe]
     if cfg.data == PROBE and cfg.task not in PAIR_TASKS and cfg.limit is not None:
         probes.append(cfg.limit)  # --data probe: --limit is the number of probe examples

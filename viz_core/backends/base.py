@@ -22,7 +22,7 @@ from ..capture.recorder import Recorder, recording
 from ..capture.residency import DeviceBudget
 from ..capture.trace import AttentionTrace, BlockTrace, HeadSource, to_numpy
 from ..errors import InputError
-from ..model.choices import Architecture, NormPlacement, PositionalKind, options
+from ..model.choices import Architecture, NormPlacement, PositionalKind, options, whole
 from .typed import check_count, check_names, check_text_or_none
 
 __all__ = ["Backend", "block_filter", "block_layout", "blocks_from_records", "record",
@@ -332,7 +332,6 @@ def right_pad(seqs: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor,
 
 def check_ablation(ablate: dict | None, heads: dict[str, int]) -> dict[str, list[int]] | None:
     """Validate {block: [heads]} against {block: n_heads}; clean sorted lists, or None."""
-    from ..analysis.contributions import whole  # the one reader of a whole number
 
     if ablate is None:
         return None

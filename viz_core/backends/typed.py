@@ -3,7 +3,7 @@ line: a token typed in a box (logit attribution's and patching's target and cont
 checks hf_parts.token_id and native_parts.token_id share, so the same typing gets the same
 answer and message on every page), a text that may be left out (a target, a second
 sentence), a count (max_new), a list of texts (a batch), names (blocks, capture) and token
-ids. Whole numbers are read by analysis.contributions.whole, as everywhere."""
+ids. Whole numbers are read by model.choices.whole, as everywhere."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import numbers
 from viz_core.i18n import N_
 
 from ..errors import InputError
+from ..model.choices import whole
 
 MAX_TOKEN_CHARS = 100  # a token box holds one token: a longer text is a mistake
 
@@ -63,7 +64,6 @@ def check_count(value, what: str) -> int | None:
     """None, or a whole number from 0 (max_new, max_tokens): InputError for 2.5, -1, "x"."""
     if value is None:
         return None
-    from ..analysis.contributions import whole  # the one reader of a whole number
 
     n = whole(value, what)
     if n < 0:

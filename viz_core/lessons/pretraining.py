@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import InputError
 from ..i18n import N_, _
+from ..model.choices import whole
 
 MASK = "[MASK]"
 BART_MASK = "<mask>"
@@ -84,9 +86,13 @@ def unilm_masks(n_src: int, n_tgt: int = 0) -> dict[str, np.ndarray]:
 
 def check_order(order, n: int) -> list[int]:
     """A factorisation order must be a permutation of 0..n-1."""
-    order = [int(i) for i in order]
-    if sorted(order) != list(range(n)):
-        raise ValueError(f"the order must list every position 0..{n - 1} exactly once")
+    try:
+        order = [whole(i, N_("position")) for i in order]
+    except TypeError:  # not a sequence
+        order = None
+    if order is None or sorted(order) != list(range(n)):
+        raise InputError(N_("The order must list every position 0..{value} exactly once."),
+                         value=n - 1)
     return order
 
 
@@ -301,12 +307,15 @@ def mass(tokens: list[str], k: int, start: int | None = None, seed: int = 0) -> 
     last token); its self-attention is causal over the span. k = 1 is BERT-like (one token
     from a bidirectional context), k = n is GPT-like (the encoder sees nothing)."""
     n = len(tokens)
+    k = whole(k, N_("span length k"))
     if not 1 <= k <= n:
-        raise ValueError(f"k must be between 1 and {n}")
+        raise InputError(N_("The span length k must be from 1 to {n}, not {k}."), n=n, k=k)
     if start is None:
         start = int(np.random.default_rng(seed).integers(0, n - k + 1))
+    start = whole(start, N_("span start"))
     if not 0 <= start <= n - k:
-        raise ValueError(f"the span start must be between 0 and {n - k}")
+        raise InputError(N_("The span start must be from 0 to {value}, not {start}."),
+                         value=n - k, start=start)
     span = list(tokens[start:start + k])
     enc = [MASK if start <= i < start + k else t for i, t in enumerate(tokens)]
     dec = [MASK, *span[:-1]]

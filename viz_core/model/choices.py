@@ -1,4 +1,5 @@
-"""Every string choice of a public viz_core signature, as a ``Literal`` type, defined once.
+"""Every string choice of a public viz_core signature, as a ``Literal`` type, defined once,
+and ``whole``, the one reader of a whole number a caller gives (a head, a position, a count).
 
 The type is the list: ``choose(value, Over, "over")`` accepts exactly ``typing.get_args(Over)``
 and raises ``viz_core.errors.ChoiceError`` (an InputError, and a ValueError) naming them
@@ -12,7 +13,7 @@ from typing import Literal, TypeVar, get_args
 
 from viz_core.i18n import N_
 
-from ..errors import ChoiceError
+from ..errors import ChoiceError, InputError
 
 # ---- models ----------------------------------------------------------------------------
 Architecture = Literal["encoder-decoder", "decoder-only", "encoder-only"]
@@ -70,3 +71,15 @@ def choose(value: object, choices: type[T] | object, what: str) -> T:
     listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
     raise ChoiceError(N_("{what!r} must be {listed}, not {value!r}."),
                          what=what, listed=listed, value=str(value)[:40])
+
+
+def whole(value, what: str) -> int:
+    """An int from an int, an integral float or a numeric string (URL values); InputError
+    for anything else (2.5, "x", nan, inf, True)."""
+    try:
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise ValueError
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise InputError(N_("The {what} must be a whole number, not {value!r}."),
+                            what=what, value=value) from None
