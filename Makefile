@@ -71,11 +71,13 @@ test-fast: $(DEV_STAMP)
 
 # Long profiles; `make test` runs their short ones (tests/app/test_soak.py,
 # tests/browser/test_load_browser.py). soak: 300 reruns of one session (memory growth); load:
-# the classroom load test, 30 sessions on one server (bench/load).
+# the classroom load test, 30 sessions on one server (bench/load), then the failover test
+# with 12 sessions (make test: 6).
 soak: $(DEV_STAMP)
 	ATTENTION_LAB_SOAK_RERUNS=300 $(PY) -m pytest -q -s tests/app/test_soak.py
 load: $(DEV_STAMP) system-deps
 	$(PY) -m bench.load
+	ATTENTION_LAB_FAILOVER_SESSIONS=12 $(PY) -m pytest -q -s tests/browser/test_failover.py
 
 # The cross-kernel comparisons (ours vs Hugging Face eager, vs nn.MultiheadAttention, pooled vs
 # exact, ...) again under other CPU code paths, the way a machine with another BLAS rounds:
