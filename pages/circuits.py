@@ -12,6 +12,7 @@ from attention_lab.ui.circuits import (
     METHODS,
     confirmed_exact,
     curve_counts,
+    edge_rows,
     edges_request,
     faithfulness_points,
     head_of,
@@ -19,6 +20,7 @@ from attention_lab.ui.circuits import (
     kept_slider,
     open_clicked_head,
     refusal,
+    table_height,
 )
 from attention_lab.ui.contributions import (
     attempt,
@@ -107,6 +109,6 @@ with attempt(_("finding the circuit")):
                            top=top, here=round(here, 3) + 0.0))  # + 0.0: no "-0.000"
         heads = [n for n in dict.fromkeys([*kept["sender"], *kept["receiver"]]) if head_of(n)]
         head_picker(heads)
-        table(kept.round(4), hide_index=True, height=280, width="stretch",
-                     key="circuit_edges")
+        table(edge_rows(kept.round(4)), hide_index=True, height=table_height(len(kept)),
+              width="stretch", key="circuit_edges")
         download_csv(_("Edges (CSV)"), edges, f"edges_{method}.csv", "dl_circuit_edges")

@@ -21,7 +21,7 @@ from viz_core.i18n import N_, _, bound, ngettext
 from . import state
 from .cells import points_of, position
 from .charts import chart, table
-from .circuits import kept_slider
+from .circuits import edge_rows, kept_slider, table_height
 from .controls import BLOCK_KIND_LABELS, block_kind_label, file_box, url_number, url_select
 from .errors import reported, translated
 
@@ -227,5 +227,6 @@ def show_circuit_run(folder: Path) -> None:
     chart(circuit_figure(edges, kept, title=_("Mean circuit over {n:,} pairs: {k} edges").format(
         n=int(info.get("patched", 0)), k=len(kept))), key="atlas_circuit", name="atlas-circuit")
     rows = run.summary.loc[order[:kept_n], [*EDGE, "mean", "std", "sem", "min", "max", "n"]]
-    table(rows, key="atlas_circuit_edges", hide_index=True, width="stretch",
+    table(edge_rows(rows), key="atlas_circuit_edges", hide_index=True, width="stretch",
+          height=table_height(len(rows)),
           column_config={c: _(EDGE_COLUMNS[c]) for c in ("mean", "sem", "n")})

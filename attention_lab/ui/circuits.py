@@ -124,6 +124,24 @@ def open_head(name: str) -> None:
         st.switch_page("pages/heads_matter.py")
 
 
+ROW_PX, MOST_ROWS = 35, 15  # a table row of st.dataframe; a longer table scrolls
+
+
+def edge_rows(frame):
+    """A table of edges as text: the names as plain strings, a receiver's empty input (an
+    MLP, the logits) an empty cell (a categorical's "" showed as a grey "None")."""
+    out = frame.copy()
+    for column in ("sender", "receiver", "input"):
+        if column in out:
+            out[column] = out[column].astype(object).where(out[column].notna(), "").astype(str)
+    return out
+
+
+def table_height(n_rows: int) -> int:
+    """Every row shown, up to MOST_ROWS (a fixed 280 px hid the 8th of 8 kept edges)."""
+    return ROW_PX * (min(n_rows, MOST_ROWS) + 1) + 3
+
+
 def head_picker(heads: list[str]) -> None:
     """A picker of the circuit's heads and a button opening the one picked (a callback marks
     it; the next run switches page, which a callback cannot)."""

@@ -63,6 +63,12 @@ def test_induction_circuit_and_url_state(reference):
     at.slider(key="circ_top").set_value(12).run()
     no_errors(at)
     assert len(_drawn(_figures(at)[0])) == 12 and len(at.dataframe[0].value) == 12
+    # the inputs as text: an MLP's or the logits' empty input an empty cell (the categorical's
+    # "" showed as a grey "None"; every row in view: tests/browser/test_flow_browser.py)
+    rows = at.dataframe[0].value
+    plain = ~rows["receiver"].str.contains(r"\.h\d+$")
+    assert plain.any() and set(rows.loc[plain, "input"]) == {""}
+    assert set(rows.loc[~plain, "input"]) <= {"q", "k", "v"}
     assert at.query_params["circ_top"] in ("12", ["12"])
     assert "Edges (CSV)" in [b.proto.label for b in at.get("download_button")]
 

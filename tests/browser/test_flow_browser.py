@@ -113,6 +113,15 @@ def test_circuits_page_draws_and_a_head_click_opens_it(app_server, chromium_brow
     shots.mkdir(parents=True, exist_ok=True)
     screenshot(page, shots / "circuits-induction.png")
     assert not problems, "\n".join(problems)
+    # the table of the 8 kept edges shows every row (a fixed 280 px hid the 8th)
+    # and an MLP's or the logits' input as an empty cell (it read a grey "None")
+    table = page.evaluate("""() => { const d = document.querySelector(
+        "[data-testid='stDataFrame']"); const s = d.querySelector('.dvn-scroller');
+        return {scroll: s && [s.scrollHeight, s.clientHeight], cells: [...d.querySelectorAll(
+        'td, [role=gridcell]')].map(c => c.textContent)}; }""")
+    scroll, cells = table["scroll"], table["cells"]
+    assert scroll is not None and scroll[0] <= scroll[1] + 1, scroll
+    assert len(cells) == 8 * 4 and "None" not in cells and "" in cells[2::4], cells
     assert not real_errors(errors), errors
     assert not dialogs
     at = page.evaluate(NODE_AT, "decoder.1.self.h0")
