@@ -327,7 +327,6 @@ def _stream_edit(rows: list[int], positions: list[int], clean_x: torch.Tensor):
 
 def chunk_size(subject: PatchSubject, total: int, chunk: int | None) -> int:
     if chunk is not None:
-
         return max(1, whole(chunk, N_("chunk")))
     per_copy = max(1, subject.width_per_copy) * 4  # float32 bytes
     return max(1, min(total, CHUNK_BYTES // per_copy))
@@ -573,7 +572,6 @@ def _short(text: str, n: int = 30) -> str:
 
 def normalise_position(position, length: int, what: str = "input") -> int:
     """A position (negative counts from the end) -> 0..length-1, or an InputError."""
-
     p = whole(position, N_("position"))
     if not -length <= p < length:
         raise InputError(N_("Position {p} is outside this {what} of {length} tokens (use "

@@ -332,7 +332,6 @@ def right_pad(seqs: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor,
 
 def check_ablation(ablate: dict | None, heads: dict[str, int]) -> dict[str, list[int]] | None:
     """Validate {block: [heads]} against {block: n_heads}; clean sorted lists, or None."""
-
     if ablate is None:
         return None
     if not isinstance(ablate, Mapping):

@@ -64,7 +64,6 @@ def check_count(value, what: str) -> int | None:
     """None, or a whole number from 0 (max_new, max_tokens): InputError for 2.5, -1, "x"."""
     if value is None:
         return None
-
     n = whole(value, what)
     if n < 0:
         raise InputError(N_("The {what} must be 0 or more, not {value}."), what=what, value=n)
