@@ -44,20 +44,15 @@ def pytest_itemcollected(item):
 
 # ---- pytest-xdist (`make test`: -n auto) ------------------------------------------------------
 # A work unit is a file, so its module fixtures are built once, except that the files in
-# SPREAD (independent, long tests) are dealt out test by test; the browser tier is two units
-# of about equal length (BROWSER_B and the rest), each run in order on one worker with its own
-# shared server: one unit was the suite's critical path (a Chromium renderer is one thread,
-# so one worker's browser tests left a core idle; 28 Nov: 25 min 19 s for the whole suite on 2
-# cores); both halves of test_package are one unit (one wheel and one fresh
+# SPREAD (independent, long tests) are dealt out test by test; the browser tier is one unit,
+# run in order on one worker (each test starts a server and a Chromium: two at once would
+# starve a 2-core machine); both halves of test_package are one unit (one wheel and one fresh
 # venv, session fixtures); the files that start Ray clusters are one unit, so no two run at
 # once. Units go out longest first: FIRST, then collection order.
 SPREAD = {"tests/app/test_hostile.py"}
 RAY = {"tests/unit/test_atlas.py", "tests/unit/test_atlas_ray.py",
        "tests/unit/test_atlas_cluster.py"}
-BROWSER_B = {f"tests/browser/{name}.py" for name in (
-    "test_overlaps_browser", "test_failover", "test_attention_fragment_browser", "test_bench",
-    "test_attention_click_browser", "test_flow_browser")}
-FIRST = ("browser", "browser-b", "package")
+FIRST = ("browser", "package")
 
 
 def work_unit(nodeid: str) -> str:
@@ -65,7 +60,7 @@ def work_unit(nodeid: str) -> str:
     if path.endswith("/test_package.py"):
         return "package"
     if path.startswith("tests/browser/"):
-        return "browser-b" if path in BROWSER_B else "browser"
+        return "browser"
     if path in RAY:
         return "ray"
     return nodeid if path in SPREAD else path
