@@ -72,6 +72,23 @@ def pytest_collection_modifyitems(config, items):
         items.sort(key=lambda item: rank.get(work_unit(item.nodeid), len(rank)))  # stable
 
 
+# The browser unit is the suite's critical path: one worker drives a server and Chromium, whose
+# renderer is one thread, while the other workers' tests (AppTests, Ray, the fresh venv) would
+# take the cores from it. On a 2-core machine it ran about 1.5x slower in the suite than
+# alone. So a worker lowers its own priority (nice) before its first test outside the browser
+# unit: the browser unit's processes run first and the rest fill the cores it leaves idle.
+# ATTENTION_LAB_TEST_NICE=0 turns this off.
+NICE = int(os.environ.get("ATTENTION_LAB_TEST_NICE", "10"))
+_niced: list[bool] = []
+
+
+def pytest_runtest_setup(item):
+    if (NICE > 0 and not _niced and os.environ.get("PYTEST_XDIST_WORKER")
+            and work_unit(item.nodeid) != "browser"):
+        os.nice(NICE)  # (only ever raised: an unprivileged process cannot lower it back)
+        _niced.append(True)
+
+
 def pytest_xdist_make_scheduler(config, log):
     """xdist's load-scope scheduler with the units above (its own `loadgroup` cannot group
     under pytest 9: it renames nodeids through an attribute pytest 9 no longer reads)."""

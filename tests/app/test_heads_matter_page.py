@@ -11,7 +11,7 @@ import re
 import pytest
 
 from tests.support.apptest import no_errors, open_app, z_of
-from tests.support.hostile_inputs import CORPUS, sendable
+from tests.support.hostile_inputs import ONE_OF_EACH, sendable
 from viz_core.loading.shipped import CHECKPOINTS
 
 TEXT = "the cat saw the dog and the cat saw the"
@@ -83,7 +83,7 @@ def test_head_search_pair_and_template_in_the_url():
     assert any("query 4" in m.value and "key 1" in m.value for m in at.markdown)
 
 
-@pytest.mark.parametrize("label,text", CORPUS)
+@pytest.mark.parametrize("label,text", ONE_OF_EACH)
 def test_hostile_text_in_every_new_box(label, text):
     """The same hostile value in the token, contrast, clean and corrupted boxes at once, on
     the attribution and the patching tabs: messages, never an exception; markup as text."""
@@ -138,12 +138,13 @@ def test_attention_page_why_this_cell(model, expect):
 @pytest.mark.parametrize("model,tabs", [("lm", ("Patching", "Logit attribution")),
                                         ("minilm", ("Patching",))])
 def test_hostile_sidebar_text(model, tabs):
-    """The whole corpus typed into the sidebar's text box (one AppTest reused, as in
-    tests/unit/test_hostile.py): the page answers each with its view or a message."""
+    """One entry of each hostile category and every length typed into the sidebar's text box
+    (one AppTest reused, as in tests/app/test_hostile.py, whose Attention page takes the
+    whole corpus): the page answers each with its view or a message."""
     at = open_app("heads_matter", model=model, text="the cat sat on the mat")
     for tab in tabs:
         at = _tab(at, tab)
-        for label, text in CORPUS:
+        for label, text in ONE_OF_EACH:
             at = at.text_area(key="text").set_value(sendable(text)).run()
             where = (model, tab, label, text[:40])
             assert not at.exception, (where, [e.message for e in at.exception][:1])

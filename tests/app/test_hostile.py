@@ -2,13 +2,14 @@
 message (st.error / st.warning / st.info), never an exception; typed and as URL parameters.
 
 Coverage (one AppTest per page and model, reused across inputs, keeps this affordable):
-- every page, with every shipped model and MiniLM, typed: on MiniLM the whole corpus on the
-  Attention page and every category on the others (and each page's own
-  view first: the app's every-page sweep for an HF model), on the shipped models every
-  category (THIN_CORPUS below);
+- every page, with every shipped model and MiniLM, typed (MiniLM: each page's own view
+  first, the app's every-page sweep for an HF model). The Attention page, where the text
+  meets each tokenizer and the trace, takes the whole corpus on MiniLM and every entry a
+  tokenizer can tell apart on the shipped models (THIN_CORPUS below); every other page takes
+  the first entry of each category and every length (FIRSTS);
 - URL parameters: a fresh AppTest per corpus entry (?text=...&target=...&kind=...&layer=...),
-  on the attention page for the first native model and on the home page for MiniLM and the
-  models the typed sweep leaves out.
+  the whole corpus on the attention page for the first native model, and FIRSTS on the home
+  page for MiniLM and the models the typed sweep leaves out.
 The counts actually tried are printed (pytest -s) and collected in COUNTS.
 """
 
@@ -22,7 +23,7 @@ from streamlit.testing.v1 import AppTest
 
 import viz_core as vc
 from tests.support.apptest import APP, PAGES, assert_answered, no_errors, type_text
-from tests.support.hostile_inputs import CORPUS, sendable
+from tests.support.hostile_inputs import CORPUS, ONE_OF_EACH, sendable
 
 MODELS = [*vc.shipped_models(), "minilm"]
 # Every page x the whole corpus: the induction model is lm-rope's architecture with max_len
@@ -31,23 +32,23 @@ MODELS = [*vc.shipped_models(), "minilm"]
 # minilm-student is a BERT like minilm (the same family code): it keeps them too.
 PAGE_MODELS = [m for m in MODELS if m not in ("induction", "minilm-student")]
 NATIVE = vc.shipped_models()[:1]
-# The typed sweep gives MiniLM the whole corpus on every page, and the shipped models every
-# entry of the categories a tokenizer or a length limit can tell apart (empty, huge, control,
-# surrogate, unknown words) and the first entry of each other category (the variants of
-# markup, script, emoji, ... are the same kind of text to a word-level vocabulary).
+# On the Attention page the shipped models take every entry of the categories a tokenizer or
+# a length limit can tell apart (empty, huge, control, surrogate, unknown words) and the first
+# entry of each other category (the variants of markup, script, emoji, ... are the same kind
+# of text to a word-level vocabulary).
 EVERY_ENTRY = {"empty", "huge", "control", "surrogate", "oov"}
 THIN_CORPUS = [(c, t) for i, (c, t) in enumerate(CORPUS)
                if c in EVERY_ENTRY or c not in {c2 for c2, _ in CORPUS[:i]}]
 # lm-rope reads lm's very vocabulary (the same vocab.json): what tells the tokenizer's
 # categories apart is lm's to try; lm-rope gets each category once, and every length.
 SAME_VOCAB = {"lm-rope": "lm"}
-# MiniLM's page sweep: the whole corpus on the Attention page (the main view: the trace, its
-# token groups and clicks), every category's edge entries on the others (27 of 44 entries:
-# the same text box and trace; the variants of markup, script and emoji all reach the
-# WordPiece tokenizer as pieces or [UNK]). The URL test gives MiniLM the whole corpus too.
+# The Attention page (the main view: the trace, its token groups and clicks) is where a
+# tokenizer's categories are told apart: MiniLM's whole corpus there, each shipped model's
+# THIN_CORPUS. The other pages read the same text box and the same trace, so each takes one
+# entry of every category and every length (17 of 44 entries: the variants of markup, script
+# and emoji reach a tokenizer as the same pieces or unknown words).
 FULL = {("minilm", "attention")}
-FIRSTS = [(c, t) for i, (c, t) in enumerate(CORPUS)
-          if c == "huge" or c not in {c2 for c2, _ in CORPUS[:i]}]
+FIRSTS = ONE_OF_EACH
 # URL parameters: the first native model on the attention page; on the home page MiniLM and
 # the models the typed sweep leaves out (the URL's parsing is the same for every model; the
 # typed sweep already loads every other model with every category).
@@ -78,8 +79,8 @@ def test_every_page_answers_hostile_text(page, model):
             assert any("post" in i.value and "norm" in i.value for i in at.info)
         elif page not in ("home", "heads", "atlas"):  # atlas: a message until one is opened
             assert at.get("plotly_chart"), page
-    inputs = (CORPUS if (model, page) in FULL else FIRSTS if model in SAME_VOCAB else
-              THIN_CORPUS)
+    inputs = (CORPUS if (model, page) in FULL else
+              THIN_CORPUS if page == "attention" and model not in SAME_VOCAB else FIRSTS)
     for category, text in inputs:
         at = type_text(at, text)
         assert_answered(at, page, model, category, text)
@@ -101,18 +102,20 @@ def test_models_with_a_thinner_sweep_share_their_vocabulary():
 @pytest.mark.parametrize("model", URL_MODELS)
 def test_hostile_text_as_url_parameters(model):
     """A fresh AppTest per entry: the attention page (URL text, target and view settings) for
-    the first native model; the home page (URL parsing, model load, text box) for the rest,
-    which keeps this part to about a minute per model."""
+    the first native model, with the whole corpus; the home page (URL parsing, model load,
+    text box) for the rest, with one entry of each category and every length (the URL's
+    parsing is the same code for every model)."""
     page = "attention" if model in NATIVE else "home"
+    entries = CORPUS if model in NATIVE else FIRSTS
     start = time.monotonic()
-    for category, text in CORPUS:
+    for category, text in entries:
         text = sendable(text)
         at = app(page, model, text=text, target=text, kind=text[:50], layer=text[:20],
                  head="-1e309", view=text[:30])
         assert_answered(at, f"{page}(url)", model, category, text)
         assert at.text_area(key="text").value == text.replace("\x00", "")[:20_000]
-    COUNTS[(f"{page}(url)", model)] += len(CORPUS)
-    print(f"\nURL/{page}/{model}: {len(CORPUS)} inputs in {time.monotonic() - start:.1f}s")
+    COUNTS[(f"{page}(url)", model)] += len(entries)
+    print(f"\nURL/{page}/{model}: {len(entries)} inputs in {time.monotonic() - start:.1f}s")
 
 
 def _clean_script():

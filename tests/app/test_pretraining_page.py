@@ -7,7 +7,7 @@ import pytest
 
 from tests.support.apptest import no_errors, open_app
 from tests.support.hf_tiny import make_tiny_gpt2, make_tiny_t5
-from tests.support.hostile_inputs import CORPUS, sendable
+from tests.support.hostile_inputs import ONE_OF_EACH, sendable
 from viz_core.training.toy import save_toy
 
 SCHEMES = ["BERT masked LM", "RoBERTa dynamic masking", "Whole-word masking",
@@ -94,7 +94,7 @@ def test_tiny_hf_models(make, tmp_path):
 
 @pytest.mark.slow
 def test_hostile_corpus_in_text_and_order_box(toy_path):
-    for category, text in CORPUS:
+    for category, text in ONE_OF_EACH:
         text = sendable(text[:5000])  # what a URL can carry
         at = open_app("pretraining", model=toy_path, text=text, pt_scheme="XLNet",
                       pt_order=text[:200], pt_k=text[:20])

@@ -159,6 +159,12 @@ def test_a_file_uploaded_in_chinese_runs_the_atlas(served, chromium_browser):
     # a file the run refuses: the message in Chinese, naming the file as the user knows it
     # (not the server's saved copy), and no progress bar left standing
     upload("notes.csv", "a,b\n1,2\n")
+    # the rerun the new file starts takes the xlsx refusal away; under load the chip can show
+    # before that rerun has begun, so wait for the refusal itself to go
+    page.wait_for_function("() => ![...document.querySelectorAll("
+                           "'[data-testid=stAlertContentError]')].some("
+                           "e => e.innerText.includes('table.xlsx'))", timeout=90_000)
+    page.wait_for_selector(SCRIPT_IDLE, timeout=90_000)
     run.click()
     alert = page.locator("[data-testid='stAlertContentError']")
     alert.wait_for(timeout=120_000)
