@@ -6,7 +6,8 @@ Coverage (one AppTest per page and model, reused across inputs, keeps this affor
   first, the app's every-page sweep for an HF model). The Attention page, where the text
   meets each tokenizer and the trace, takes the whole corpus on MiniLM and every entry a
   tokenizer can tell apart on the shipped models (THIN_CORPUS below); every other page takes
-  the first entry of each category and every length (FIRSTS);
+  the first entry of each category and every length (FIRSTS) on one model of each kind, and
+  every empty and huge text on the others;
 - URL parameters: a fresh AppTest per corpus entry (?text=...&target=...&kind=...&layer=...),
   the whole corpus on the attention page for the first native model, and FIRSTS on the home
   page for MiniLM and the models the typed sweep leaves out.
@@ -49,6 +50,11 @@ SAME_VOCAB = {"lm-rope": "lm"}
 # and emoji reach a tokenizer as the same pieces or unknown words).
 FULL = {("minilm", "attention")}
 FIRSTS = ONE_OF_EACH
+# On the other pages one model of each kind takes FIRSTS (encoder-decoder, decoder, Hugging
+# Face encoder); the others of its kind, the entries that differ by model: every empty and
+# every huge text (each model has its own length limit), after the page's own view.
+KIND_FIRST = {"en-fr", "lm", "minilm"}
+LENGTHS = [(c, t) for c, t in CORPUS if c in ("empty", "huge")]
 # URL parameters: the first native model on the attention page; on the home page MiniLM and
 # the models the typed sweep leaves out (the URL's parsing is the same for every model; the
 # typed sweep already loads every other model with every category).
@@ -80,7 +86,8 @@ def test_every_page_answers_hostile_text(page, model):
         elif page not in ("home", "heads", "atlas"):  # atlas: a message until one is opened
             assert at.get("plotly_chart"), page
     inputs = (CORPUS if (model, page) in FULL else
-              THIN_CORPUS if page == "attention" and model not in SAME_VOCAB else FIRSTS)
+              THIN_CORPUS if page == "attention" and model not in SAME_VOCAB else
+              FIRSTS if page == "attention" or model in KIND_FIRST else LENGTHS)
     for category, text in inputs:
         at = type_text(at, text)
         assert_answered(at, page, model, category, text)
