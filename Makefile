@@ -56,13 +56,14 @@ chromium: system-deps
 lint: $(DEV_STAMP)
 	$(PY) -m ruff check .
 
-# The whole suite on two workers more than the cores (pytest-xdist; work units in
-# tests/conftest.py): the browser tier is two units, each on a worker of its own at normal
-# priority, waiting on Chromium's one renderer thread and on its servers; the other workers
-# lower their priority and fill the cores (a fresh clone on 28 Nov: 25 min 19 s with 2 workers
-# and one browser unit, 22 min 41 s with 3). Budget: 15 minutes on a 2-core machine from a
-# fresh clone, installs included (README); the 15 slowest tests are listed at the end.
-TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 2 )))
+# The whole suite, one worker more than the cores (pytest-xdist; work units in
+# tests/conftest.py): the browser tier runs on one worker and waits on Chromium's one renderer
+# thread and on its servers, which left about 40% of 2 cores idle with one worker a core (a
+# fresh clone on 28 Nov: 25 min 19 s with 2 workers, 22 min 41 s with 3, the same tree; the
+# browser tier split over two workers was no faster, 25 min 0 s). Budget: 15 minutes on a
+# 2-core machine from a fresh clone, installs included (README); the 15 slowest tests are
+# listed at the end.
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 test: $(DEV_STAMP) system-deps
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=15

@@ -44,27 +44,21 @@ def pytest_itemcollected(item):
 
 # ---- pytest-xdist (`make test`: -n auto) ------------------------------------------------------
 # A work unit is a file, so its module fixtures are built once, except that the files in
-# SPREAD (independent, long tests) are dealt out test by test; the browser tier is two units,
-# each run in order on one worker with its own server and Chromium (BROWSER_B about half of
-# the tier's time: one unit was the suite's critical path, about 16 min of a 20-min run on 2
-# cores); both halves of test_package are one unit (one wheel and one fresh venv, session
-# fixtures); the files that start Ray clusters are one unit, so no two run at once. Units go
-# out longest first: FIRST, then collection order.
+# SPREAD (independent, long tests) are dealt out test by test; the browser tier is one unit,
+# run in order on one worker (each test starts a server and a Chromium: two at once would
+# starve a 2-core machine); both halves of test_package are one unit (one wheel and one fresh
+# venv, session fixtures); the files that start Ray clusters are one unit, so no two run at
+# once. Units go out longest first: FIRST, then collection order.
 SPREAD = {"tests/app/test_hostile.py"}
 RAY = {"tests/unit/test_atlas.py", "tests/unit/test_atlas_ray.py",
        "tests/unit/test_atlas_cluster.py"}
-BROWSER_B = {f"tests/browser/{name}.py" for name in (
-    "test_browser", "test_failover", "test_bench", "test_load_browser", "test_atlas_browser",
-    "test_attention_click_browser")}
-FIRST = ("browser", "browser-b", "package")
+FIRST = ("browser", "package")
 
 
 def work_unit(nodeid: str) -> str:
     path = nodeid.split("::", 1)[0]
     if path.endswith("/test_package.py"):
         return "package"
-    if path in BROWSER_B:
-        return "browser-b"
     if path.startswith("tests/browser/"):
         return "browser"
     if path in RAY:
@@ -78,18 +72,19 @@ def pytest_collection_modifyitems(config, items):
         items.sort(key=lambda item: rank.get(work_unit(item.nodeid), len(rank)))  # stable
 
 
-# The browser units are the suite's critical path: a worker drives a server and Chromium,
-# whose renderer is one thread, while the other workers' tests (AppTests, Ray, the fresh venv)
-# would take the cores from it. So a worker lowers its own priority (nice) before its first
-# test outside the browser units: their processes run first and the rest fill the cores they
-# leave idle. ATTENTION_LAB_TEST_NICE=0 turns this off.
+# The browser unit is the suite's critical path: one worker drives a server and Chromium, whose
+# renderer is one thread, while the other workers' tests (AppTests, Ray, the fresh venv) would
+# take the cores from it. On a 2-core machine it ran about 1.5x slower in the suite than
+# alone. So a worker lowers its own priority (nice) before its first test outside the browser
+# unit: the browser unit's processes run first and the rest fill the cores it leaves idle.
+# ATTENTION_LAB_TEST_NICE=0 turns this off.
 NICE = int(os.environ.get("ATTENTION_LAB_TEST_NICE", "10"))
 _niced: list[bool] = []
 
 
 def pytest_runtest_setup(item):
     if (NICE > 0 and not _niced and os.environ.get("PYTEST_XDIST_WORKER")
-            and not work_unit(item.nodeid).startswith("browser")):
+            and work_unit(item.nodeid) != "browser"):
         os.nice(NICE)  # (only ever raised: an unprivileged process cannot lower it back)
         _niced.append(True)
 
