@@ -10,7 +10,7 @@ from attention_lab.ui.lang import apply_language
 from attention_lab.ui.navigation import page_links, st_pages
 from attention_lab.ui.runs import cap_torch_threads
 from attention_lab.ui.sidebar import link_queries, sidebar
-from attention_lab.ui.state import keep_widget_values
+from attention_lab.ui.state import follow_history, keep_widget_values
 from viz_core.capture.memory import reuse_freed_memory
 
 reuse_freed_memory()  # traces reuse freed memory instead of page-faulting fresh pages
@@ -23,6 +23,7 @@ st.set_page_config(page_title="Attention Lab",
 apply_language()  # this run's language (ui/lang.py): before any text, page titles too
 PAGES = st_pages()  # attention_lab/ui/navigation.py: one line per page, also the Home tour
 
+follow_history()  # Back or Forward: the address it returned to wins over the session's values
 page = st.navigation(PAGES, position="hidden")  # drawn by page_links, in the reader's language
 links = st.sidebar.empty()  # the page list, with the settings each link carries (ui/sidebar.py)
 carried = link_queries(PAGES)

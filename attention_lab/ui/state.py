@@ -144,6 +144,23 @@ def widget_default(key: str, value, *, typed: bool = False):
     return current
 
 
+def follow_history() -> None:
+    """A run that Back or Forward started (Streamlit marks its rerun as a history navigation)
+    shows the address it returned to: every session value that widget_default seeded is
+    dropped, so each widget reads its value from that address again (a setting the address
+    leaves out is at its default). Otherwise the session's value won and the run wrote it
+    back: Back changed the address for a moment, then the view put it back. Called at the
+    start of every run (app.py)."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    if ctx is None or not getattr(ctx, "is_history_navigation", False):
+        return
+    for key in list(st.session_state.get(KEPT, {})):
+        st.session_state.pop(key, None)
+    st.session_state[KEPT] = {}
+
+
 def keep_widget_values() -> None:
     """Copy the current value of every widget seeded by widget_default (end of each run)."""
     kept = st.session_state.get(KEPT)
