@@ -56,14 +56,15 @@ chromium: system-deps
 lint: $(DEV_STAMP)
 	$(PY) -m ruff check .
 
-# The whole suite, one worker more than the cores (pytest-xdist; work units in
+# The whole suite, two workers more than the cores (pytest-xdist; work units in
 # tests/conftest.py): the browser tier runs on one worker and waits on Chromium's one renderer
-# thread and on its servers, which left about 40% of 2 cores idle with one worker a core (a
-# fresh clone on 28 Nov: 25 min 19 s with 2 workers, 22 min 41 s with 3, the same tree; the
-# browser tier split over two workers was no faster, 25 min 0 s). Budget: 15 minutes on a
-# 2-core machine from a fresh clone, installs included (README); the 15 slowest tests are
-# listed at the end.
-TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
+# thread and on its servers, and the other workers wait on their subprocesses (Ray, servers),
+# which left cores idle with fewer (a fresh clone on 28 Nov: 25 min 19 s with 2 workers, 22 min
+# 41 s with 3; later, 21 min 39 s with 3 and 19 min 55 s with 4, the same tree, 14% of the
+# CPU still idle; the browser tier split over two workers was no faster, 25 min 0 s).
+# Budget: 15 minutes on a 2-core machine from a fresh clone, installs included (README); the
+# 15 slowest tests are listed at the end.
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 2 )))
 test: $(DEV_STAMP) system-deps
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=15

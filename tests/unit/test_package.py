@@ -105,6 +105,14 @@ def test_fresh_venv_imports_the_installed_package(fresh):
     assert "en-fr" in models and repo_paths == "[]"
     site = Path(path).parents[1]
     assert not (site / "ui").exists() and not (site / "pages").exists()
+    # the wheel's requirements and nothing more: every installed distribution's requirements
+    # are met, and what only the tests use is not there
+    proc = run_in(fresh, str(venv / "bin" / "python"), "-m", "pip", "check")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = run_in(fresh, str(venv / "bin" / "python"), "-c",
+                  "import importlib.util as u; print([m for m in ('pytest', 'playwright', "
+                  "'transformer_lens', 'hypothesis', 'xdist') if u.find_spec(m)])")
+    assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr
 
 
 @pytest.mark.slow
