@@ -1,7 +1,8 @@
 """Attention Lab as a package: `python -m build` makes a wheel holding every module of
 viz_core and attention_lab, the app's files and the shipped checkpoints, and nothing generic at
-the top of site-packages; installed into a FRESH virtual environment (no access to the
-repository's .venv, pip resolving the pinned requirements), it works from any folder: the
+the top of site-packages; installed into a FRESH virtual environment (the repository not on its path; the
+wheel's requirements and nothing else, linked from .venv, and pip finding every one met), it
+works from any folder: the
 `attention-lab` command's trace equals the library's, `models` lists the shipped models, the
 app renders in Chromium, and the quickstart notebook runs on that environment's kernel.
 
