@@ -162,9 +162,6 @@ def test_a_model_that_cannot_load_is_told_where_the_page_would_be(app_url, chrom
     page.close()
 
 
-PAGES = ["home", "attention", "inside", "positional", "masks", "beam", "heads", "compare"]
-
-
 def settle(page):
     """Wait until Streamlit has finished running the script."""
     page.wait_for_timeout(300)
@@ -240,22 +237,3 @@ def test_positional_page_draws_rope_for_rotary_models(app_url, chromium_browser,
     page.screenshot(path=str(ARTIFACTS / f"positional-{which}.png"), full_page=True)
     assert not real_errors(errors), errors
     page.close()
-
-
-@pytest.mark.parametrize("which", ["tiny-t5"])
-def test_every_page_renders_for_real_hf_models(app_url, chromium_browser, which, tiny_models):
-    """Every page, the new ones included, in Chromium with a Hugging Face encoder-decoder: a
-    view or a clear message, never an exception or a console error (MiniLM's every page:
-    tests/browser/test_overlaps_browser.py, which checks the same on each page it reads)."""
-    base, _ = app_url
-    model = str(tiny_models.path("t5"))
-    q = urllib.parse.urlencode({"model": model, "text": "The quick brown fox jumps."})
-    pages = PAGES + ["block", "pretraining", "pairs", "relative", "atlas"]
-    for name in pages:
-        path = "" if name == "home" else name
-        page, errors, _ = open_page(chromium_browser, f"{base}/{path}?{q}")
-        settle(page)
-        assert page.locator("[data-testid='stException']").count() == 0, (which, name)
-        page.screenshot(path=str(ARTIFACTS / f"{which}-{name}.png"), full_page=True)
-        assert not real_errors(errors), (which, name, errors)
-        page.close()

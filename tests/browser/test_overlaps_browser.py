@@ -1,11 +1,13 @@
 """No overlapping text on any page (issue 24, item 3), read from Chromium's own layout.
 
-The browser tier's one streamlit server; for each model (MiniLM, the shipped en-fr translator, a tiny random
-Llama) one browser tab opens every page of app.py's navigation in turn at a 1,500 px wide
-viewport. On each page, for every Plotly chart, the rendered SVG text (tick labels, axis and
-chart titles, subplot titles, colour-bar ticks and titles, legend entries, annotations, text
-markers such as the beam tree's node labels) is read as oriented boxes: the element's getBBox
-through its getScreenCTM, so rotated tick labels are boxes at their own angle, not their
+The browser tier's one streamlit server; for each model (MiniLM, the shipped en-fr
+translator, a tiny random Llama, a tiny random T5) one browser tab opens every page of app.py's
+navigation in turn at a 1,500 px wide viewport, the first by a page load, the others in-app as
+Back and Forward do (tests/support/overlaps.visit: one session, a run per page). On each page,
+for every Plotly chart, the rendered SVG text (tick labels, axis and chart titles, subplot
+titles, colour-bar ticks and titles, legend entries, annotations, text markers such as the
+beam tree's node labels) is read as oriented boxes: the element's getBBox through its
+getScreenCTM, so rotated tick labels are boxes at their own angle, not their
 axis-aligned hulls. The test fails when
 
 - two text boxes of one chart intersect by more than TOL px (separating-axis test);
@@ -18,7 +20,7 @@ axis-aligned hulls. The test fails when
   every-page check in a browser, not again in test_browser.py).
 
 en-fr is opened in 简体中文 (?lang=zh, the CJK font of `make system-deps`): the English labels
-are MiniLM's and the tiny Llama's, the Chinese ones en-fr's.
+are MiniLM's, the tiny Llama's and the tiny T5's, the Chinese ones en-fr's.
 
 After en-fr's pages the Attention page is opened once more on the textbook sentence, whose "it follows
 the adjective" box is then open: checked the same way, and its screenshot kept in
@@ -45,6 +47,7 @@ from tests.support.overlaps import (
     page_findings,
     screenshot,
     settle,
+    visit,
 )
 
 pytestmark = [
@@ -59,6 +62,9 @@ MODELS = {  # name -> (model in the URL (None: the tiny Llama's folder), extra U
     "tiny-llama": (None, {"text": TEXT, "new": 20}),
     # every page in 简体中文 (issue 32): Chinese labels have other widths than English ones
     "en-fr-zh": ("en-fr", {"text": "the small black cats eat the cake", "beam": 4, "lang": "zh"}),
+    # a Hugging Face encoder-decoder (a tiny random T5: relative position buckets, no
+    # position embeddings)
+    "tiny-t5": ("t5", {"text": "The quick brown fox jumps."}),
 }
 
 
@@ -121,7 +127,7 @@ def server(app_server):
 @pytest.mark.parametrize("which", list(MODELS))
 def test_no_text_overlaps_on_any_page(server, chromium_browser, tiny_models, which):
     model, state = MODELS[which]
-    model = model or str(tiny_models.path("llama"))
+    model = str(tiny_models.path(model or "llama")) if model in (None, "t5") else model
     query = urllib.parse.urlencode({"model": model, **state})
     shots = Path(os.environ.get("OVERLAP_SHOTS") or ARTIFACTS)
     shots.mkdir(parents=True, exist_ok=True)
@@ -130,7 +136,7 @@ def test_no_text_overlaps_on_any_page(server, chromium_browser, tiny_models, whi
     problems: list[str] = []
     try:
         for stem, path in navigation_paths().items():
-            tab.goto(f"{server}/{path}?{query}")
+            visit(tab, f"{server}/{path}?{query}")
             if stem in CHARTED or stem == ("pairs" if which == "minilm" else "beam"):
                 try:  # a fragment's chart mounts after the page's run: wait for it first
                     tab.wait_for_selector(".js-plotly-plot", state="attached", timeout=90_000)

@@ -166,6 +166,36 @@ def chart_findings(chart: dict) -> list[str]:
     return found
 
 
+RUN_COUNTER = """() => {
+  if (window.__runs === undefined) {
+    window.__runs = 0;
+    const app = () => document.querySelector("[data-testid='stApp']");
+    new MutationObserver(() => {
+      const state = app() && app().getAttribute('data-test-script-state');
+      if (state !== window.__state && (window.__state = state) === 'notRunning') window.__runs++;
+    }).observe(document.documentElement, {attributes: true, subtree: true,
+                                          attributeFilter: ['data-test-script-state']});
+  }
+  return window.__runs;
+}"""
+
+
+def visit(tab, url: str) -> None:
+    """Open ``url`` (the app's origin) in ``tab``: a page load the first time; after that
+    in-app, as the browser's Back and Forward do (pushState, then popstate, which Streamlit
+    answers with a run of that page on that address, in the same session: the address's
+    settings win, app.py's follow_history), waiting for that run to end. A fifth quicker
+    than a page load, which reloads Streamlit's scripts and opens a new session."""
+    if not tab.evaluate("() => !!document.querySelector(\"[data-testid='stApp']\")"):
+        tab.goto(url)
+        return
+    runs = tab.evaluate(RUN_COUNTER)
+    tab.evaluate("(u) => { history.pushState({}, '', u); "
+                 "window.dispatchEvent(new PopStateEvent('popstate')); }", url)
+    tab.wait_for_function(f"() => window.__runs > {runs} && window.__state === 'notRunning'",
+                          timeout=180_000)
+
+
 def settle(page):
     page.wait_for_selector("[data-testid='stMain'] h1", timeout=180_000)  # the page ran
     page.wait_for_timeout(300)

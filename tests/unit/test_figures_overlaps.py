@@ -116,6 +116,24 @@ def test_mask_panels_leave_room_for_each_panels_query_labels():
     assert parts.layout.yaxis2.showticklabels is False  # same queries: one label column
 
 
+@pytest.mark.parametrize("n", [20, 64, 200])
+def test_query_labels_are_at_least_a_label_height_apart(n):
+    """A decoder teacher-forced to 64 tokens (a tiny random T5 on the Masks page) drew 64
+    query labels down a 900 px panel: 12 px a row for a 12 px font, overlapping in Chromium.
+    The labelled rows, spread over the plotting area (the height less the title's and the
+    key labels' room), are 16 px apart or more; a short input labels every row."""
+    tokens = [f"t{i}" for i in range(n)]
+    causal = np.triu(np.ones((n, n), bool), 1)
+    scores = np.random.default_rng(0).normal(size=(n, n)).astype(np.float32)
+    for fig, base in ((mask_parts_figure(causal, tokens, tokens, causal=True), 140),
+                      (masking_steps_figure(scores, causal, tokens, tokens), 160)):
+        shown = len(fig.layout.yaxis.tickvals)
+        area = fig.layout.height - base - CHAR_PX * max(map(len, tokens))  # less the key labels
+        assert area / shown >= 16, (n, shown, fig.layout.height)
+        if n <= 20:
+            assert shown == n
+
+
 def test_titles_keep_their_own_room_above_a_top_axis():
     tokens = ["[CLS]", "the", "because", "tired", "[SEP]"]
     fig = matrix_heatmap(np.full((5, 5), 0.2, np.float32), tokens, tokens, title="a head")

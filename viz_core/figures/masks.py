@@ -159,6 +159,14 @@ def panels_height(n_rows: int, key_labels: Sequence[str], base: int = 140) -> in
     return max(320, min(900, 22 * n_rows + base)) + label_px(key_labels)
 
 
+def row_ticks(n_rows: int, base: int = 140, px: int = 16) -> int:
+    """How many query labels fit down a panel of panels_height(n_rows, ..., base): its
+    plotting area is about the height less ``base``, and a 12 px label needs ~16 px (a
+    decoder teacher-forced to 64 tokens gave 12 px a row: neighbouring labels overlapped);
+    beyond that every n-th query is labelled."""
+    return max(4, int((max(320, min(900, 22 * n_rows + base)) - base) // px))
+
+
 def mask_panels(masks: Sequence[np.ndarray], titles: Sequence[str],
                 query_tokens: Sequence[Sequence[str]], key_tokens: Sequence[Sequence[str]],
                 title: str | None = None) -> go.Figure:
@@ -206,8 +214,8 @@ def mask_panels(masks: Sequence[np.ndarray], titles: Sequence[str],
                                bordercolor="#8c2d2d", borderpad=4)
         fig.update_xaxes(**token_axis(xl, kt, "key", max_ticks=ticks), side="bottom", row=1,
                          col=i)
-        fig.update_yaxes(**token_axis(yl, qt, "query" if i == 1 else "", reversed_=True),
-                         row=1, col=i)
+        fig.update_yaxes(**token_axis(yl, qt, "query" if i == 1 else "", reversed_=True,
+                                      max_ticks=row_ticks(len(yl))), row=1, col=i)
     # grey behind the 1 px gaps: an allowed (white) cell reads as a cell of a grid
     note = _(MASK_NOTE) if f == 1 else _(POOLED_NOTE).format(f=f)
     base_layout(fig, title_dict(f"{title or _('Masks')}   <sup>{note}</sup>", above=24),
@@ -327,8 +335,8 @@ def masking_steps_figure(scores: np.ndarray, mask: np.ndarray, query_tokens: Seq
                 fig.add_trace(marks, row=1, col=i)
         fig.update_xaxes(**token_axis(xl, kt, "key", max_ticks=panel_ticks(3, 0.04)), row=1,
                          col=i)
-        fig.update_yaxes(**token_axis(yl, qt, "query" if i == 1 else "", reversed_=True),
-                         row=1, col=i)
+        fig.update_yaxes(**token_axis(yl, qt, "query" if i == 1 else "", reversed_=True,
+                                      max_ticks=row_ticks(len(yl), base=160)), row=1, col=i)
     base_layout(fig, title_dict(f"{title}   <sup>{_(BLOCKED_NOTE)}</sup>", above=24),
                 plot_bgcolor=BLOCKED_COLOR, showlegend=False,
                 height=panels_height(len(yl), [plot_text(t) for t in kt], base=160))
