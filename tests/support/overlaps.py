@@ -3,6 +3,7 @@ overlaps browser test and the Which heads matter browser test); settling and scr
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -166,14 +167,15 @@ def chart_findings(chart: dict) -> list[str]:
     return found
 
 
+# Counts the runs that ended (every change away from "running" of the app's script state,
+# each one a mutation record even when two arrive in one batch), from its first call on.
 RUN_COUNTER = """() => {
   if (window.__runs === undefined) {
     window.__runs = 0;
-    const app = () => document.querySelector("[data-testid='stApp']");
-    new MutationObserver(() => {
-      const state = app() && app().getAttribute('data-test-script-state');
-      if (state !== window.__state && (window.__state = state) === 'notRunning') window.__runs++;
+    new MutationObserver((records) => {
+      window.__runs += records.filter(r => r.oldValue === 'running').length;
     }).observe(document.documentElement, {attributes: true, subtree: true,
+                                          attributeOldValue: true,
                                           attributeFilter: ['data-test-script-state']});
   }
   return window.__runs;
@@ -192,7 +194,8 @@ def visit(tab, url: str) -> None:
     runs = tab.evaluate(RUN_COUNTER)
     tab.evaluate("(u) => { history.pushState({}, '', u); "
                  "window.dispatchEvent(new PopStateEvent('popstate')); }", url)
-    tab.wait_for_function(f"() => window.__runs > {runs} && window.__state === 'notRunning'",
+    tab.wait_for_function(f"() => window.__runs > {runs} && "
+                          f"document.querySelector({json.dumps(SCRIPT_IDLE)}) !== null",
                           timeout=180_000)
 
 
