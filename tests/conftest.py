@@ -105,6 +105,34 @@ def pytest_xdist_make_scheduler(config, log):
     return TierScheduling(config, log)
 
 
+# ---- AppTest: one component scan per process, as a server does -----------------------------
+# Streamlit's AppTest builds its custom-component registry once per AppTest: it reads the
+# metadata of every installed distribution (about 480 in .venv), 0.85 s of a fresh AppTest's
+# 1.0 s first run here, and the suite makes hundreds of fresh AppTests. A server builds it once
+# per process for all its sessions; so do the suite's AppTests. The registry is Streamlit's
+# own, built by its own call: only who holds it changes.
+def _share_component_registry() -> None:
+    from streamlit.components.v2.component_manager import BidiComponentManager
+    from streamlit.testing.v1.app_test import AppTest
+
+    init, shared = AppTest.__init__, []
+
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        # the attribute AppTest._run reads; fails loudly if a Streamlit upgrade renames it
+        assert self._bidi_component_manager is None, "AppTest's registry attribute changed"
+        if not shared:
+            registry = BidiComponentManager()
+            registry.discover_and_register_components(start_file_watching=False)
+            shared.append(registry)
+        self._bidi_component_manager = shared[0]
+
+    AppTest.__init__ = __init__
+
+
+_share_component_registry()
+
+
 # ---- shared fixtures -----------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory):
