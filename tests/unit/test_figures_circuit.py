@@ -2,7 +2,7 @@
 attribution: the drawn edges are exactly the kept ones (``EdgeAttribution.circuit``), blue
 for a positive score and red for a negative one, widths proportional to |score| with the
 largest at MAX_WIDTH; layers are columns (embed left, logits right); the faithfulness
-curve plots what it is given."""
+curve plots what it is given; node names stay legible where an edge passes them."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from viz_core.figures.circuit import (
     circuit_figure,
     faithfulness_figure,
     node_positions,
+    short_name,
 )
 
 CLEAN = "cat sees the red king cat sees the red"
@@ -90,3 +91,24 @@ def test_key_value_groups_sit_in_their_layer_column():
     assert pos["decoder.0.self.kv0"][0] == 1 and pos["decoder.1.self.kv0"][0] == 2
     assert pos["decoder.1.self.kv0"][1] < pos["decoder.1.self.h1"][1]  # under the heads
     assert len(set(pos.values())) == len(names)
+
+
+def test_node_names_sit_on_a_background_of_their_own_over_the_edges(attribution):
+    """A node's name stands above it, so an edge that reaches the node from above (L1 h0 ->
+    MLP 1, the MLP sitting lower than the head) runs through the name: every node's name is
+    an annotation (plotly draws those over every trace) on a background that hides the line
+    behind it (in Chromium "MLP 1" was crossed out); no trace draws text."""
+    fig = circuit_figure(attribution.edges, attribution.circuit(top=None))
+    pos = node_positions([*attribution.edges["sender"], *attribution.edges["receiver"]])
+    from_above = [(s, r) for s, r in zip(attribution.edges["sender"],
+                                         attribution.edges["receiver"]) if pos[s][1] > pos[r][1]]
+    assert ("decoder.1.self.h0", "decoder.1.mlp") in from_above
+    nodes = next(t for t in fig.data if t.name == "nodes")
+    labels = {(a.x, a.y): a for a in fig.layout.annotations}
+    assert len(labels) == len(nodes.x)
+    for (name,), x, y in zip(nodes.customdata, nodes.x, nodes.y):
+        a = labels[(x, y)]
+        assert a.text == short_name(name) and a.yanchor == "bottom" and a.yshift > 0
+        assert not a.showarrow and a.captureevents is False  # clicks reach the node
+        assert float(a.bgcolor.rsplit(",", 1)[1].rstrip(")")) >= 0.8, a.bgcolor
+    assert not any("text" in (t.mode or "") for t in fig.data)

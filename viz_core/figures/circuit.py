@@ -11,7 +11,8 @@ against it, its width growing with |score| (the largest kept |score| is MAX_WIDT
 is a solid line, k dashed, v dotted. Each edge's line carries ``customdata`` [sender,
 receiver, input, score] (no hover, so clicks reach the nodes), as does an invisible marker at
 its middle (its hover); each node's marker carries its component name, so a page can open a
-clicked head.
+clicked head. Each node's short name stands above it as an annotation on a light
+background, so an edge that passes it does not cross it out.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from .common import layout_dict, plot_text
 POSITIVE = "#1c7ed6"  # blue: the edge carries the clean answer
 NEGATIVE = "#e03131"  # red: it pushes towards the corrupted one
 NODE_COLOR = "#495057"
+LABEL_BACKGROUND = "rgba(255, 255, 255, 0.85)"  # a node's name stays legible over an edge
 MIN_WIDTH, MAX_WIDTH = 1.0, 9.0
 DASH = {"q": "solid", "k": "dash", "v": "dot", "": "solid"}
 MLP_DX = 0.45  # an MLP sits this far right of its layer's heads
@@ -134,12 +136,17 @@ def circuit_figure(all_edges: pd.DataFrame, kept: pd.DataFrame, *, title: str = 
     shape = ["circle" if HEAD.match(n) else "diamond" if KV.match(n) else "square"
              for n in names]
     fig.add_trace(go.Scatter(
-        x=list(xs), y=list(ys), mode="markers+text", name="nodes", showlegend=False,
-        text=[plot_text(short_name(n)) for n in names], textposition="top center",
+        x=list(xs), y=list(ys), mode="markers", name="nodes", showlegend=False,
         marker=dict(size=[18 if k == "square" else 14 for k in shape], color=NODE_COLOR,
                     symbol=shape),
         customdata=[[n] for n in names],
         hovertemplate="%{customdata[0]}<extra></extra>"))
+    # each node's name above it, on a background of its own over the edges (a line from a
+    # head to the logits passes the MLP between them, which crossed out "MLP 1" as text)
+    fig.update_layout(annotations=[dict(
+        x=x, y=y, text=plot_text(short_name(n)), showarrow=False, yanchor="bottom", yshift=9,
+        font=dict(size=11, color=NODE_COLOR), bgcolor=LABEL_BACKGROUND, borderpad=1,
+        captureevents=False) for n, x, y in zip(names, xs, ys)])
     for sign, color in ((_("carries the answer"), POSITIVE), (_("works against it"), NEGATIVE)):
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=sign,
                                  line=dict(color=color, width=3)))
