@@ -48,14 +48,11 @@ def pytest_itemcollected(item):
 # run in order on one worker (each test starts a server and a Chromium: two at once would
 # starve a 2-core machine); both halves of test_package are one unit (one wheel and one fresh
 # venv, session fixtures); the files that start Ray clusters are one unit, so no two run at
-# once. Units go out longest first: FIRST, then collection order. The Ray unit and the
-# benchmarks' quick runs are the longest after the browser and the package (5 and 4-5
-# minutes in a full run); collected last, they used to start 11 minutes in and end the run
-# alone, 30-40 s after the other workers.
+# once. Units go out longest first: FIRST, then collection order.
 SPREAD = {"tests/app/test_hostile.py"}
 RAY = {"tests/unit/test_atlas.py", "tests/unit/test_atlas_ray.py",
        "tests/unit/test_atlas_cluster.py"}
-FIRST = ("browser", "package", "ray", "tests/unit/test_bench.py")
+FIRST = ("browser", "package")
 
 
 def work_unit(nodeid: str) -> str:
