@@ -27,7 +27,7 @@ DETAILS = ("ratio_of_mins", "threads", "page_faults", "peer_page_faults", "same_
            "target_p95_s", "cpu_s", "cpu_meets_budget", "before_p50_s", "before_p95_s",
            "page_done_s", "server_s", "server_cpu_s", "ws_kb", "file_watcher",
            "spearman_mean", "spearman_std", "sequences", "edges", "edges_per_s",
-           "peer_edges_per_s", "before_cpu_s", "after_cpu_s", "cpu_ratio")
+           "peer_edges_per_s", "before_cpu_s", "after_cpu_s", "cpu_ratio", "eap_over_floor")
 
 
 def fmt(v) -> str:

@@ -11,6 +11,12 @@ vocabulary; --quick: 2 x 4 x 64) at 64 tokens, CPU (and the GPU when there is on
   a batch), against the same trace. Target: <= 12x.
 - Both rows also give the CPU seconds of the process (all its threads) in the same runs,
   ``cpu_ratio`` = ours / the trace's: on a shared machine less disturbed than wall time.
+- The floor under EAP: the passes it cannot do without, in their plainest form (Hugging Face's
+  own module, no recorder): a forward of the corrupted ids, a forward of the clean ids with
+  their input embeddings requiring grad and a backward of the answer's logit to them, against
+  the same trace. ``eap_over_floor`` = EAP's median over the floor's, same run: what the
+  per-edge work and the recorder add. (A floor above 3x would put issue 30's 3x out of reach
+  of any implementation of EAP that runs these passes.)
 - EAP's and EAP-IG's gradients read at each head's projection and mapped to its input
   through the norm's vjp (what they do) against a normed copy of the stream per head
   (before), same context, timed alternately: the ratio is after / before.
@@ -127,6 +133,29 @@ def _tl_runner(folder: str, clean: str, corrupted: str, pairs, graph):
     return lambda: [one(s, r) for s, r in pairs]
 
 
+def _floor(model, clean: str, corrupted: str):
+    """The passes EAP cannot do without, on the model's own Hugging Face module (no recorder,
+    nothing per edge): the corrupted ids forward without grad; the clean ids forward with
+    their input embeddings requiring grad, then the gradient of the last position's top logit
+    to those embeddings (the backward runs through every layer, as EAP's must to reach layer
+    0's inputs)."""
+    hf = model.hf_model
+    device = next(hf.parameters()).device
+    ids = [torch.tensor([model.tokenizer(t)["input_ids"]], device=device)
+           for t in (clean, corrupted)]
+    embed = hf.get_input_embeddings()
+
+    def passes():
+        with torch.no_grad():
+            hf(input_ids=ids[1])
+        with torch.enable_grad():
+            x = embed(ids[0]).detach().requires_grad_()
+            logits = hf(inputs_embeds=x).logits[0, -1]
+            return torch.autograd.grad(logits.max(), x)[0]
+
+    return passes
+
+
 def _cpu_timed(fn, seconds: list[float]):
     """fn, appending the process's CPU seconds (all threads) of each call to ``seconds``."""
     def call():
@@ -171,6 +200,15 @@ def run(quick: bool = False) -> list[dict]:
                                       "our plain trace, same input", device, target=target,
                                       model=label, edges=n_edges, cpu_s=ours_cpu,
                                       cpu_ratio=ours_cpu / peer_cpu))
+
+            floor_fn = _floor(model, clean, corrupted)
+            floor, peer = paired(floor_fn, trace, repeat, device)
+            eap = next(r for r in rows if r["name"].startswith(f"edge_attribution eap, {shape}")
+                       and r["device"] == str(device))
+            rows.append(ratio_row(f"EAP's floor: two plain forwards and one backward, {shape}, "
+                                  f"{tokens} tokens", floor, peer, "our plain trace, same input",
+                                  device, model=label,
+                                  eap_over_floor=eap["ours_s"] / floor["median"]))
 
             ctx = E.prepare(model, clean, corrupted, None, None, None)
             for steps, what in ((1, "EAP"), (5, "EAP-IG")):

@@ -190,6 +190,8 @@ def test_edges():
     assert any("eap," in n for n in names) and any("eap-ig (5 steps)" in n for n in names)
     assert any(n.startswith("EAP-IG gradients at the projections") for n in names)
     assert any(n.startswith("EAP gradients at the projections") for n in names)
+    floor = [r for r in rows if r["name"].startswith("EAP's floor")]
+    assert floor and all(r["ratio"] > 0 and r["eap_over_floor"] > 0 for r in floor)
     methods = [r for r in rows if r["name"].startswith("edge_attribution")]
     assert len(methods) == 2 and all(r["cpu_ratio"] > 0 for r in methods)  # CPU s, same runs
     exact = [r for r in rows if r["name"].startswith("exact edge patching")]
