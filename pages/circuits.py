@@ -10,6 +10,7 @@ from attention_lab.ui.charts import chart, download_csv, table
 from attention_lab.ui.circuits import (
     METHOD_LABELS,
     METHODS,
+    check_against_exact,
     confirmed_exact,
     curve_counts,
     edge_rows,
@@ -112,3 +113,4 @@ with attempt(_("finding the circuit")):
         table(edge_rows(kept.round(4)), hide_index=True, height=table_height(len(kept)),
               width="stretch", key="circuit_edges")
         download_csv(_("Edges (CSV)"), edges, f"edges_{method}.csv", "dl_circuit_edges")
+        check_against_exact(sel, clean, corrupted, method, result, kept)

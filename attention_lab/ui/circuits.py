@@ -12,15 +12,17 @@ import numpy as np
 import streamlit as st
 
 import viz_core as vc
-from viz_core.figures.circuit import HEAD
+from viz_core.figures.circuit import HEAD, agreement_figure
 from viz_core.i18n import N_, _
 
 from . import state
 from .cells import points_of
+from .charts import chart
 from .errors import translated
 from .runs import AnalysisRequest, model_slot, model_spinner, run_analysis
 
 METHODS = ["eap", "eap-ig", "exact"]
+EXACT = METHODS[2]
 METHOD_LABELS = {"eap": "EAP", "eap-ig": N_("EAP-IG (5 steps)"), "exact": N_("Exact patching")}
 CONFIRM_ABOVE = 2000  # exact patching asks first above this many forward passes
 MAX_KEPT = 300  # the slider's top (one line per drawn edge)
@@ -69,6 +71,34 @@ def confirmed_exact(sel, clean: str, corrupted: str) -> bool:
     st.button(_("Run {passes:,} forward passes").format(passes=passes), key="circ_confirm",
               on_click=st.session_state.__setitem__, args=(key, True))
     return False
+
+
+def check_against_exact(sel, clean: str, corrupted: str, method: str, result, kept) -> None:
+    """For EAP and EAP-IG, a toggle (URL ``circ_check``): every edge's score against exact
+    patching's on this pair (run as the Exact method runs, asking first above CONFIRM_ABOVE
+    passes), with Spearman's rho and how many of the kept edges exact keeps too."""
+    if method == EXACT:
+        return
+    state.widget_default("circ_check", bool(state.url_int("circ_check", 0, 0, 1)))
+    st.toggle(_("Check against exact patching"), key="circ_check",
+              help=_("Score every edge exactly too (one patched run per edge) and plot each "
+                     "edge's estimate against it: how far to trust this ranking here."))
+    state.to_url(circ_check=1 if st.session_state["circ_check"] else None)
+    if not st.session_state["circ_check"] or not confirmed_exact(sel, clean, corrupted):
+        return
+    label, reference = _(METHOD_LABELS[method]), _(METHOD_LABELS[EXACT])
+    exact = run_analysis(edges_request(sel, clean, corrupted, EXACT),
+                         _("Scoring every edge ({value})…").format(value=reference))
+    agree = result.agreement(exact, top=max(1, len(kept)))
+    rho = (_("Spearman's ρ = {rho:.2f}").format(rho=agree.spearman)
+           if agree.spearman == agree.spearman else _("Spearman's ρ undefined (all scores equal)"))
+    st.caption(_("{label} against exact patching over all {n_edges:,} edges: {rho}; {shared} of "
+                 "its top {top} edges are in exact patching's top {top}.").format(
+                   label=label, n_edges=agree.n_edges, rho=rho, shared=agree.shared,
+                   top=agree.top))
+    chart(agreement_figure(result.edges, exact.edges, kept=kept, label=label,
+                           reference_label=reference),
+          key=f"circuit_agreement_{method}", name="circuit-agreement")
 
 
 def kept_slider(n_edges: int, container=st) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 import viz_core as vc
@@ -148,6 +149,45 @@ def test_exact_asks_first_above_the_limit(monkeypatch):
     at.slider(key="circ_top").set_value(3).run()  # a rerun keeps the confirmation
     no_errors(at)
     assert len(_drawn(_figures(at)[0])) == 3
+
+
+def test_check_against_exact(reference):
+    """The toggle (URL circ_check) scores every edge exactly too: the caption's rho and
+    shared count are those of the library's exact run through scipy and set intersection,
+    the scatter has one point per edge at (exact, EAP-IG); off, it goes; Exact has none."""
+    from scipy.stats import spearmanr
+
+    exact = vc.load("induction", device="cpu").edge_attribution(CLEAN, CORRUPTED, method="exact")
+    keys = ["sender", "receiver", "input"]
+    both = reference.edges.merge(exact.edges, on=keys, suffixes=("", "_exact"))
+    rho = spearmanr(both["score"], both["score_exact"])[0]
+    top = [set(map(tuple, f.circuit(top=5)[keys].astype(str).to_numpy()))
+           for f in (reference, exact)]
+    at = open_app("circuits", model="induction", circ_clean=CLEAN, circ_corrupt=CORRUPTED,
+                  circ_top=5, circ_check=1)
+    no_errors(at)
+    assert at.toggle(key="circ_check").value
+    figures = _figures(at)
+    assert len(figures) == 3
+    caption = next(c.value for c in at.caption if "Spearman" in c.value)
+    assert f"ρ = {rho:.2f}" in caption and f"{len(top[0] & top[1])} of its top 5" in caption
+    points = sorted((x, y) for t in figures[2]["data"] if t.get("mode") == "markers"
+                    for x, y in zip(t["x"], t["y"]))
+    np.testing.assert_allclose(points, sorted(zip(both["score_exact"], both["score"])),
+                               atol=1e-9)
+    at.toggle(key="circ_check").set_value(False).run()
+    no_errors(at)
+    assert len(_figures(at)) == 2 and "circ_check" not in at.query_params
+    zh = open_app("circuits", model="induction", circ_clean=CLEAN, circ_corrupt=CORRUPTED,
+                  circ_top=5, circ_check=1, lang="zh")
+    no_errors(zh)
+    assert zh.toggle(key="circ_check").label == "与精确修补对照"
+    assert any(f"Spearman ρ = {rho:.2f}" in c.value and "精确修补" in c.value
+               for c in zh.caption)
+    assert _figures(zh)[2]["layout"]["title"]["text"] == "EAP-IG（5 步） 对照 精确修补"
+    at.radio(key="circ_method").set_value("exact").run()
+    no_errors(at)
+    assert not [t for t in at.toggle if t.key == "circ_check"]
 
 
 def test_a_post_norm_model_says_why_it_has_no_edges():

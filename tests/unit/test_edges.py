@@ -515,6 +515,44 @@ def test_induction_circuit_is_found(induction_runs):
     assert faith["eap-ig"] > faith["eap"]
 
 
+# ---- agreement between methods -------------------------------------------------------------
+def test_agreement_matches_edges_by_name_against_scipy(gpt2, gpt2_exact):
+    """EAP-IG against exact patching on the tiny GPT-2: Spearman's rho is scipy's over the
+    scores aligned by (sender, receiver, input) (the reference's rows shuffled first, so a
+    row-by-row pairing would be wrong), and ``shared`` counts the edges in both top-k sets by
+    |score|; a method against itself agrees fully."""
+    import dataclasses
+
+    a = gpt2.edge_attribution(GPT2_CLEAN, GPT2_CORRUPTED, method="eap-ig", steps=3)
+    keys = ["sender", "receiver", "input"]
+    shuffled = gpt2_exact.edges.sample(frac=1.0, random_state=0)
+    assert not shuffled.index.equals(gpt2_exact.edges.index)
+    other = dataclasses.replace(gpt2_exact, edges=shuffled)
+    got = a.agreement(other, top=7)
+    aligned = a.edges.merge(gpt2_exact.edges, on=keys, suffixes=("", "_exact"))
+    assert len(aligned) == len(a.edges) == got.n_edges
+    assert got.spearman == pytest.approx(spearmanr(aligned["score"], aligned["score_exact"])[0],
+                                         abs=1e-12)
+    assert got.spearman != pytest.approx(spearmanr(a.edges["score"], shuffled["score"])[0],
+                                         abs=1e-3)  # the row-by-row pairing differs
+
+    def top(frame, k):
+        return set(map(tuple, frame.loc[frame["score"].abs().nlargest(k).index, keys]
+                       .astype(str).to_numpy()))
+
+    assert got.shared == len(top(a.edges, 7) & top(gpt2_exact.edges, 7)) and got.top == 7
+    assert (got.method, got.against) == ("eap-ig", "exact")
+    itself = a.agreement(a)
+    assert itself.spearman == pytest.approx(1.0) and itself.shared == itself.top == \
+        math.ceil(0.1 * len(a.edges))
+    with pytest.raises(InputError) as err:
+        a.agreement(dataclasses.replace(gpt2_exact, edges=gpt2_exact.edges.iloc[:-1]))
+    assert "different graphs" in _one_line(err)
+    with pytest.raises(InputError) as err:
+        a.agreement(gpt2_exact, top=0)
+    assert "top" in _one_line(err)
+
+
 # ---- bad input -----------------------------------------------------------------------------
 def _one_line(err) -> str:
     text = str(err.value)

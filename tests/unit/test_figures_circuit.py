@@ -15,6 +15,7 @@ from viz_core.figures.circuit import (
     MIN_WIDTH,
     NEGATIVE,
     POSITIVE,
+    agreement_figure,
     circuit_figure,
     faithfulness_figure,
     node_positions,
@@ -112,3 +113,36 @@ def test_node_names_sit_on_a_background_of_their_own_over_the_edges(attribution)
         assert not a.showarrow and a.captureevents is False  # clicks reach the node
         assert float(a.bgcolor.rsplit(",", 1)[1].rstrip(")")) >= 0.8, a.bgcolor
     assert not any("text" in (t.mode or "") for t in fig.data)
+
+
+def test_agreement_plots_each_edge_at_its_two_scores(attribution, monkeypatch):
+    """Each edge at (reference score, score), matched by name (the reference's rows
+    reversed), the kept ones in their own trace; past AGREEMENT_POINTS edges, those with the
+    largest |score| on either side; a name is shown as text in the hover."""
+    import viz_core.figures.circuit as C
+
+    ref = attribution.edges.assign(score=np.linspace(-1, 1, len(attribution.edges)))[::-1]
+    kept = attribution.circuit(top=4)
+    fig = agreement_figure(attribution.edges, ref, kept=kept, label="EAP",
+                           reference_label="exact")
+    other, chosen = (t for t in fig.data if t.mode == "markers")
+    keys = ["sender", "receiver", "input"]
+    want = {tuple(map(str, k)): (float(r), float(s)) for k, s, r in zip(
+        attribution.edges[keys].itertuples(index=False), attribution.edges["score"],
+        ref.sort_index()["score"])}
+    kept_keys = {tuple(map(str, k)) for k in kept[keys].itertuples(index=False)}
+    got = sorted(zip(other.x + chosen.x, other.y + chosen.y))
+    assert got == sorted(want.values())
+    assert sorted(zip(chosen.x, chosen.y)) == sorted(want[k] for k in kept_keys)
+    monkeypatch.setattr(C, "AGREEMENT_POINTS", 10)
+    few = agreement_figure(attribution.edges, ref, kept=kept, label="EAP",
+                           reference_label="exact")
+    pts = [p for t in few.data if t.mode == "markers" for p in zip(t.x, t.y)]
+    size = sorted((max(abs(x), abs(y)) for x, y in want.values()), reverse=True)
+    assert len(pts) == 10 and min(max(abs(x), abs(y)) for x, y in pts) == size[9]
+    odd = attribution.edges.assign(sender=attribution.edges["sender"].astype(str)
+                                   .replace("embed", "<b>embed</b>"))
+    hover = agreement_figure(odd, odd, kept=kept.iloc[:0], label="EAP",
+                             reference_label="exact")
+    assert any("&lt;b>embed&lt;/b> →" in h for t in hover.data if t.mode == "markers"
+               for h in t.hovertext)

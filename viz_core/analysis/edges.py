@@ -37,6 +37,7 @@ outputs: there is no such graph, and the error says so.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -366,6 +367,19 @@ def faithfulness_of(ctx: Context, kept: np.ndarray, chunk: int | None = None) ->
 
 
 # ---- the result ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class EdgeAgreement:
+    """``EdgeAttribution.agreement``: Spearman's rho over every edge (NaN where either side's
+    scores are all equal), and ``shared`` of the ``top`` highest-|score| edges in both."""
+
+    spearman: float
+    top: int
+    shared: int
+    n_edges: int
+    method: str
+    against: str
+
+
 @dataclass
 class EdgeAttribution:
     """Scores of every edge of the residual-stream graph (module docstring).
@@ -420,6 +434,34 @@ class EdgeAttribution:
             return np.zeros(0)
         masks = np.stack([self._mask(k) for k in kept_sets])
         return faithfulness_of(self.context, masks)
+
+    def agreement(self, other: EdgeAttribution, top: int | None = None) -> EdgeAgreement:
+        """How far this attribution ranks the edges as ``other`` does (e.g. EAP-IG against
+        exact patching on the same pair): Spearman's rho of the scores over every edge, and
+        how many of this one's ``top`` edges by |score| (default: 10%) are among other's
+        ``top``. Edges are matched by (sender, receiver, input), not by row."""
+        from scipy.stats import spearmanr  # (scipy's import is slow: only when asked)
+
+        keys = ["sender", "receiver", "input"]
+        mine, theirs = (e.set_index(keys)["score"] for e in (self.edges, other.edges))
+        if len(mine) != len(theirs) or set(mine.index) != set(theirs.index):
+            raise InputError(N_("These two edge attributions are of different graphs ({a:,} "
+                                "and {b:,} edges): compare two runs of one model."),
+                             a=len(mine), b=len(theirs))
+        theirs = theirs.reindex(mine.index)
+        n = len(mine)
+        if top is None:
+            top = max(1, math.ceil(0.1 * n))
+        elif isinstance(top, bool) or not isinstance(top, (int, np.integer)) or top < 1:
+            raise InputError(N_("top must be a whole number, 1 or more, not {top!r:.40}."),
+                             top=top)
+        top = min(int(top), n)
+        a, b = mine.to_numpy(float), theirs.to_numpy(float)
+        rho = spearmanr(a, b)[0] if n > 1 and np.ptp(a) > 0 and np.ptp(b) > 0 else np.nan
+        first = set(np.argsort(-np.abs(a), kind="stable")[:top])
+        second = set(np.argsort(-np.abs(b), kind="stable")[:top])
+        return EdgeAgreement(spearman=float(rho), top=top, shared=len(first & second),
+                             n_edges=n, method=self.method, against=other.method)
 
     def _mask(self, kept) -> np.ndarray:
         g = self.context.graph

@@ -180,3 +180,49 @@ def faithfulness_figure(counts: Sequence[int], values: Sequence[float], *,
     fig.update_xaxes(title=_("edges kept"))
     fig.update_yaxes(title=_("faithfulness (1 = clean, 0 = corrupted)"))
     return fig
+
+
+AGREEMENT_POINTS = 2000  # the scatter draws at most this many edges (the largest scores)
+
+
+def agreement_figure(edges: pd.DataFrame, reference: pd.DataFrame, *, kept: pd.DataFrame,
+                     label: str, reference_label: str, height: int = 380) -> go.Figure:
+    """Each edge's score by one method (``edges``, y) against another's (``reference``, x:
+    exact patching), matched by (sender, receiver, input), on the line y = x where they
+    agree; the ``kept`` edges (the circuit drawn) in orange. Past AGREEMENT_POINTS edges, the
+    ones with the largest |score| on either side."""
+    keys = ["sender", "receiver", "input"]
+    both = edges.set_index(keys)[["score"]].join(
+        reference.set_index(keys)["score"].rename("reference"), how="inner")
+    if len(both) > AGREEMENT_POINTS:
+        size = np.maximum(both["score"].abs(), both["reference"].abs())
+        both = both.loc[size.sort_values(ascending=False, kind="stable").index[:AGREEMENT_POINTS]]
+    chosen = set(map(tuple, kept[keys].astype(str).to_numpy())) if len(kept) else set()
+    fig = go.Figure()
+    lo = float(min(both["score"].min(), both["reference"].min(), 0)) if len(both) else 0.0
+    hi = float(max(both["score"].max(), both["reference"].max(), 0)) if len(both) else 1.0
+    fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", hoverinfo="skip",
+                             line=dict(color="#adb5bd", dash="dot"), name=_("same score")))
+    for is_kept, name, color, size in ((False, _("other edges"), POSITIVE, 7),
+                                       (True, _("kept edges"), "#e8590c", 10)):
+        rows = [(k, r) for k, r in both.iterrows()
+                if (tuple(str(v) for v in k) in chosen) == is_kept]
+        text = []
+        for (s, r, w), row in rows:
+            into = f"{r}{' (' + w + ')' if w else ''}"
+            text.append(plot_text(f"{s} → {into}") + "<br>" + _(
+                "{label} {score:+.4f}, {reference_label} {reference:+.4f}").format(
+                label=label, score=float(row["score"]), reference_label=reference_label,
+                reference=float(row["reference"])))
+        fig.add_trace(go.Scatter(
+            x=[float(row["reference"]) for _k, row in rows],
+            y=[float(row["score"]) for _k, row in rows], mode="markers", name=name,
+            marker=dict(size=size, color=color, opacity=0.75), hovertext=text,
+            hovertemplate="%{hovertext}<extra></extra>"))
+    fig.update_layout(**layout_dict(_("{label} against {reference_label}").format(
+        label=label, reference_label=reference_label), height=height,
+        margin=dict(l=60, r=10, t=50, b=40)), legend=dict(orientation="h", y=-0.18),
+        hovermode="closest")
+    fig.update_xaxes(title=_("score by {reference_label}").format(reference_label=reference_label))
+    fig.update_yaxes(title=_("score by {label}").format(label=label))
+    return fig
