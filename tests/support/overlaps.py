@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.support.browser_support import SCRIPT_IDLE
 
@@ -194,9 +195,43 @@ def visit(tab, url: str) -> None:
     runs = tab.evaluate(RUN_COUNTER)
     tab.evaluate("(u) => { history.pushState({}, '', u); "
                  "window.dispatchEvent(new PopStateEvent('popstate')); }", url)
-    tab.wait_for_function(f"() => window.__runs > {runs} && "
-                          f"document.querySelector({json.dumps(SCRIPT_IDLE)}) !== null",
-                          timeout=180_000)
+    try:
+        tab.wait_for_function(f"() => window.__runs > {runs} && "
+                              f"document.querySelector({json.dumps(SCRIPT_IDLE)}) !== null",
+                              timeout=IN_APP_MS)
+    except PlaywrightTimeout:
+        # Twice in one fresh-clone run (1 Dec, a loaded machine; both passed alone) no run
+        # ended within 180 s of the popstate. What these sweeps check is each page's text,
+        # not the in-app navigation (tests/browser/test_browser.py tests Back and Forward):
+        # record the page's state for diagnosis, then load the address as a page.
+        _record_stuck_visit(tab, url, runs)
+        tab.goto(url)
+
+
+IN_APP_MS = 120_000
+STUCK_STATE = """() => ({href: location.href, runs: window.__runs,
+  script: document.querySelector("[data-testid='stApp']")?.getAttribute('data-test-script-state'),
+  status: document.querySelector("[data-testid='stStatusWidget']")?.innerText ?? null,
+  dialog: document.querySelector("[role='dialog']")?.innerText ?? null})"""
+
+
+def _record_stuck_visit(tab, url: str, runs: int) -> None:
+    """A visit whose in-app run did not end: the page's state as JSON and a screenshot in
+    tests/artifacts, and a warning in the run's summary."""
+    import warnings
+
+    from tests.support.browser_support import ARTIFACTS
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    n = len(list(ARTIFACTS.glob("visit-stuck-*.json")))
+    state = {"url": url, "runs_before": runs, **tab.evaluate(STUCK_STATE)}
+    (ARTIFACTS / f"visit-stuck-{n}.json").write_text(json.dumps(state, indent=1))
+    try:
+        tab.screenshot(path=str(ARTIFACTS / f"visit-stuck-{n}.png"))
+    except PlaywrightTimeout:
+        pass
+    warnings.warn(f"in-app visit of {url} did not end within {IN_APP_MS // 1000} s "
+                  f"({state}); loaded as a page instead", stacklevel=3)
 
 
 def settle(page):
