@@ -148,12 +148,15 @@ def _norm_vjp(norm, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
 
 
 def _spec_holds(read) -> bool:
-    """Whether the norm's NormSpec gives the model's own normed input (float32)."""
+    """Whether the norm's NormSpec gives the model's own normed input (float32), checked on
+    the first copy (the formula and its parameters are the same for every copy: EAP-IG's
+    five copies cost five times the check for nothing)."""
     if read.spec is None or read.x.dtype != torch.float32 or read.h.dtype != torch.float32:
         return False
     with torch.no_grad():
-        h = read.h.detach()
-        return bool((read.spec(read.x.detach()) - h).abs().max() <= 1e-5 * (1 + h.abs().max()))
+        h = read.h.detach()[:1]
+        return bool((read.spec(read.x.detach()[:1]) - h).abs().max()
+                    <= 1e-5 * (1 + h.abs().max()))
 
 
 def _norm_vjp_closed(read, parts, grads: dict[int, torch.Tensor]) -> torch.Tensor:
@@ -170,8 +173,15 @@ def _norm_vjp_closed(read, parts, grads: dict[int, torch.Tensor]) -> torch.Tenso
     spec = read.spec
     x = read.x.detach().float()
     B, T, d = x.shape
-    s = spec.scale(x)  # (B, T, 1)
-    xhat = (x - x.mean(-1, keepdim=True) if spec.kind == "layer" else x) / s
+    if spec.kind == "layer":  # spec.scale's s, from the centred x that x^ needs anyway
+        # (torch.var's one-pass algorithm took twice as long: 1.46 against 0.66 ms on EAP-IG's
+        # 5 x 64 x 768, one thread)
+        centred = x - x.mean(-1, keepdim=True)
+        s = ((centred * centred).mean(-1, keepdim=True) + spec.eps).sqrt()  # (B, T, 1)
+        xhat = centred / s
+    else:
+        s = spec.scale(x)
+        xhat = x / s
     gain = None if spec.weight is None else spec.weight.detach().float()
     rows = sum(z.shape[1] for _, z, _, _ in parts)
     out = torch.empty(rows, T, d, dtype=torch.float32, device=x.device)
