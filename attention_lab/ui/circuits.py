@@ -8,6 +8,8 @@ redraws the graph and marks one more point on the curve."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import streamlit as st
 
@@ -91,7 +93,7 @@ def check_against_exact(sel, clean: str, corrupted: str, method: str, result, ke
                          _("Scoring every edge ({value})…").format(value=reference))
     agree = result.agreement(exact, top=max(1, len(kept)))
     rho = (_("Spearman's ρ = {rho:.2f}").format(rho=agree.spearman)
-           if agree.spearman == agree.spearman else _("Spearman's ρ undefined (all scores equal)"))
+           if not math.isnan(agree.spearman) else _("Spearman's ρ undefined (all scores equal)"))
     st.caption(_("{label} against exact patching over all {n_edges:,} edges: {rho}; {shared} of "
                  "its top {top} edges are in exact patching's top {top}.").format(
                    label=label, n_edges=agree.n_edges, rho=rho, shared=agree.shared,

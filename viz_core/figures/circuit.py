@@ -31,6 +31,7 @@ from .common import layout_dict, plot_text
 POSITIVE = "#1c7ed6"  # blue: the edge carries the clean answer
 NEGATIVE = "#e03131"  # red: it pushes towards the corrupted one
 NODE_COLOR = "#495057"
+KEPT_COLOR = "#e8590c"  # the edges kept (the faithfulness curve's mark, the agreement's dots)
 LABEL_BACKGROUND = "rgba(255, 255, 255, 0.85)"  # a node's name stays legible over an edge
 MIN_WIDTH, MAX_WIDTH = 1.0, 9.0
 DASH = {"q": "solid", "k": "dash", "v": "dot", "": "solid"}
@@ -104,6 +105,12 @@ def short_name(name: str) -> str:
     return name
 
 
+def edge_label(sender, receiver, inp) -> str:
+    """"decoder.0.self.h0 → decoder.1.self.h0 (k)" as plot text (a hover's first line)."""
+    inp = inp or ""
+    return plot_text(f"{sender} → {receiver}{' (' + inp + ')' if inp else ''}")
+
+
 def circuit_figure(all_edges: pd.DataFrame, kept: pd.DataFrame, *, title: str = "",
                    height: int = 460) -> go.Figure:
     """The graph of every component of ``all_edges`` (the model's graph, for the node layout)
@@ -117,7 +124,6 @@ def circuit_figure(all_edges: pd.DataFrame, kept: pd.DataFrame, *, title: str = 
     for (_i, e), w in zip(kept.iterrows(), widths):
         (x0, y0), (x1, y1) = pos[e["sender"]], pos[e["receiver"]]
         inp = e["input"] or ""
-        into = f"{e['receiver']}{' (' + inp + ')' if inp else ''}"
         data = [e["sender"], e["receiver"], inp, float(e["score"])]
         fig.add_trace(go.Scatter(  # the line: no hover, so a click reaches the nodes
             x=[x0, x1], y=[y0, y1], mode="lines", hoverinfo="skip",
@@ -126,7 +132,7 @@ def circuit_figure(all_edges: pd.DataFrame, kept: pd.DataFrame, *, title: str = 
         mid_x.append((x0 + x1) / 2)
         mid_y.append((y0 + y1) / 2)
         mid_data.append(data)
-        mid_text.append(plot_text(f"{e['sender']} → {into}") + "<br>" + _("score {score:+.3f}").format(
+        mid_text.append(edge_label(e["sender"], e["receiver"], inp) + "<br>" + _("score {score:+.3f}").format(
             score=float(e["score"])))
     fig.add_trace(go.Scatter(  # invisible markers at the edges' middles: hover and click
         x=mid_x, y=mid_y, mode="markers", name="edge middles", showlegend=False,
@@ -170,7 +176,7 @@ def faithfulness_figure(counts: Sequence[int], values: Sequence[float], *,
                                hovertemplate=_("{n} edges").format(n="%{x}") + ": %{y:.3f}<extra></extra>"))
     if kept is not None and kept_value is not None:
         fig.add_trace(go.Scatter(x=[int(kept)], y=[float(kept_value)], mode="markers",
-                                 name=_("kept"), marker=dict(size=13, color="#e8590c"),
+                                 name=_("kept"), marker=dict(size=13, color=KEPT_COLOR),
                                  hovertemplate=_("{n} edges kept").format(n="%{x}")
                                  + ": %{y:.3f}<extra></extra>"))
     fig.add_hline(y=1, line=dict(color="#adb5bd", dash="dot"))
@@ -204,13 +210,12 @@ def agreement_figure(edges: pd.DataFrame, reference: pd.DataFrame, *, kept: pd.D
     fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", hoverinfo="skip",
                              line=dict(color="#adb5bd", dash="dot"), name=_("same score")))
     for is_kept, name, color, size in ((False, _("other edges"), POSITIVE, 7),
-                                       (True, _("kept edges"), "#e8590c", 10)):
+                                       (True, _("kept edges"), KEPT_COLOR, 10)):
         rows = [(k, r) for k, r in both.iterrows()
                 if (tuple(str(v) for v in k) in chosen) == is_kept]
         text = []
         for (s, r, w), row in rows:
-            into = f"{r}{' (' + w + ')' if w else ''}"
-            text.append(plot_text(f"{s} → {into}") + "<br>" + _(
+            text.append(edge_label(s, r, w) + "<br>" + _(
                 "{label} {score:+.4f}, {reference_label} {reference:+.4f}").format(
                 label=label, score=float(row["score"]), reference_label=reference_label,
                 reference=float(row["reference"])))
