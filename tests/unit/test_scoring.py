@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from viz_core.errors import InputError
 from viz_core.figures.scoring import (
     draw_weights_figure,
     logit_variance_figure,
@@ -107,15 +108,17 @@ def test_blocked_keys_get_exactly_zero_and_a_fully_blocked_row_zeros_not_nan():
 
 
 def test_shapes_are_checked():
+    """Bad shapes and sizes are one line in the user's terms (an InputError, which the app
+    translates), not numpy's broadcasting error or a plain ValueError."""
     q, keys = qk(d_k=4, n=3)
-    with pytest.raises(ValueError):
-        scoring.compare_scores(q, keys[:, :3])
-    with pytest.raises(ValueError):
-        scoring.compare_scores(keys, keys)
-    with pytest.raises(ValueError):
-        scoring.additive_params(0, 4, 0)
-    with pytest.raises(ValueError):
-        scoring.random_qk(0)
+    for call, says in ((lambda: scoring.compare_scores(q, keys[:, :3]), "[4] and [3, 3]"),
+                       (lambda: scoring.compare_scores(keys, keys), "[3, 4] and [3, 4]"),
+                       (lambda: scoring.additive_params(0, 4, 0), "not 0 and 4"),
+                       (lambda: scoring.random_qk(0), "not 0, 16 and 1")):
+        with pytest.raises(InputError) as err:
+            call()
+        assert says in str(err.value) and "\n" not in str(err.value)
+        assert str(err.value) == err.value.msgid.format(**err.value.values)
 
 
 def test_same_seed_same_results_different_seed_different():

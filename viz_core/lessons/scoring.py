@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import InputError
 from ..i18n import N_
 
 SCORERS = ("dot", "scaled", "additive")
@@ -88,7 +89,8 @@ def additive_params(d_k: int, d_a: int, seed: int) -> AdditiveParams:
     """W_1, W_2 ~ N(0, 1/d_k) and v_a ~ N(0, 1/d_a) (the usual fan-in initialisation, so a
     unit-variance q gives unit-variance pre-activations), drawn from `seed` alone."""
     if d_k < 1 or d_a < 1:
-        raise ValueError(f"d_k and d_a must be positive, not {d_k} and {d_a}")
+        raise InputError(N_("d_k and d_a must be whole numbers, 1 or more, not {d_k} and "
+                            "{d_a}."), d_k=d_k, d_a=d_a)
     rng = np.random.default_rng([int(seed), 0xADD])
     w1 = rng.standard_normal((d_a, d_k)) / math.sqrt(d_k)
     w2 = rng.standard_normal((d_a, d_k)) / math.sqrt(d_k)
@@ -123,7 +125,9 @@ def compare_scores(q: np.ndarray, keys: np.ndarray, blocked: np.ndarray | None =
     q = np.asarray(q, np.float64)
     keys = np.asarray(keys, np.float64)
     if q.ndim != 1 or keys.ndim != 2 or keys.shape[1] != q.shape[0]:
-        raise ValueError(f"q must be [d_k] and keys [n, d_k], not {q.shape} and {keys.shape}")
+        raise InputError(N_("The query must be one vector [d_k] and the keys a matrix [n, "
+                            "d_k] of the same width, not {q} and {keys}."),
+                         q=list(q.shape), keys=list(keys.shape))
     d_k = q.shape[0]
     d_a = d_k if d_a is None else int(d_a)
     blocked = (np.zeros(len(keys), dtype=bool) if blocked is None
@@ -141,7 +145,9 @@ def random_qk(d_k: int, n_keys: int = N_KEYS, draws: int = 1, seed: int = 0
     one d_k's draws do not depend on which other widths were drawn. float32: drawing is the
     cost of the experiment, and its statistics need no more precision."""
     if d_k < 1 or n_keys < 1 or draws < 1:
-        raise ValueError(f"d_k, n_keys and draws must be positive ({d_k}, {n_keys}, {draws})")
+        raise InputError(N_("d_k, n_keys and draws must be whole numbers, 1 or more, not "
+                            "{d_k}, {n_keys} and {draws}."), d_k=d_k, n_keys=n_keys,
+                         draws=draws)
     rng = np.random.default_rng([int(seed), int(d_k), int(n_keys)])
     q = rng.standard_normal((draws, d_k), dtype=np.float32)
     keys = rng.standard_normal((draws, n_keys, d_k), dtype=np.float32)
