@@ -44,21 +44,28 @@ def pytest_itemcollected(item):
 
 # ---- pytest-xdist (`make test`: -n auto) ------------------------------------------------------
 # A work unit is a file, so its module fixtures are built once, except that the files in
-# SPREAD (independent, long tests) are dealt out test by test; the browser tier is one unit,
-# run in order on one worker (each test starts a server and a Chromium: two at once would
-# starve a 2-core machine); both halves of test_package are one unit (one wheel and one fresh
-# venv, session fixtures); the files that start Ray clusters are one unit, so no two run at
-# once. Units go out longest first: FIRST, then collection order.
+# SPREAD (independent, long tests) are dealt out test by test; the browser tier is two units,
+# each run in order on one worker with its own server and Chromium (BROWSER_2: the page
+# sweeps and the multi-server tests, about half the tier's time), as the tier waits far more
+# than it computes (alone: 10 min 31 s for 5 min 24 s of CPU); both halves of test_package are
+# one unit (one wheel and one fresh venv, session fixtures); the files that start Ray
+# clusters are one unit, so no two run at once. Units go out longest first: FIRST, then
+# collection order.
 SPREAD = {"tests/app/test_hostile.py"}
 RAY = {"tests/unit/test_atlas.py", "tests/unit/test_atlas_ray.py",
        "tests/unit/test_atlas_cluster.py"}
-FIRST = ("browser", "package")
+BROWSER_2 = {"tests/browser/test_overlaps_browser.py", "tests/browser/test_heads_matter_browser.py",
+             "tests/browser/test_bench.py", "tests/browser/test_failover.py",
+             "tests/browser/test_load_browser.py"}
+FIRST = ("browser", "browser-2", "package")
 
 
 def work_unit(nodeid: str) -> str:
     path = nodeid.split("::", 1)[0]
     if path.endswith("/test_package.py"):
         return "package"
+    if path in BROWSER_2:
+        return "browser-2"
     if path.startswith("tests/browser/"):
         return "browser"
     if path in RAY:
@@ -72,10 +79,10 @@ def pytest_collection_modifyitems(config, items):
         items.sort(key=lambda item: rank.get(work_unit(item.nodeid), len(rank)))  # stable
 
 
-# The browser unit is the suite's critical path: one worker drives a server and Chromium, whose
+# The browser units are the suite's critical path: a worker drives a server and Chromium, whose
 # renderer is one thread, while the other workers' tests (AppTests, Ray, the fresh venv) would
 # take the cores from it. So a worker lowers its own priority (nice) before its first test
-# outside the browser unit: the browser unit's processes run first and the rest fill the
+# outside the browser units: the browser unit's processes run first and the rest fill the
 # cores it leaves idle (a fresh clone on 28 Nov: 21 min 52 s against 23 min 24 s before,
 # with the hostile sweep's trims of the same commit).
 # ATTENTION_LAB_TEST_NICE=0 turns this off.
@@ -85,7 +92,7 @@ _niced: list[bool] = []
 
 def pytest_runtest_setup(item):
     if (NICE > 0 and not _niced and os.environ.get("PYTEST_XDIST_WORKER")
-            and work_unit(item.nodeid) != "browser"):
+            and not work_unit(item.nodeid).startswith("browser")):
         os.nice(NICE)  # (only ever raised: an unprivileged process cannot lower it back)
         _niced.append(True)
 

@@ -169,18 +169,39 @@ def chart_findings(chart: dict) -> list[str]:
 
 
 # Counts the runs that ended (every change away from "running" of the app's script state,
-# each one a mutation record even when two arrive in one batch), from its first call on.
+# each one a mutation record even when two arrive in one batch), from its first call on; and
+# the changes to the main area's content (elements added or removed, text changed), with the
+# time of the last one. -> [runs, changes]
 RUN_COUNTER = """() => {
   if (window.__runs === undefined) {
     window.__runs = 0;
+    window.__changes = 0;
+    window.__changedAt = performance.now();
     new MutationObserver((records) => {
       window.__runs += records.filter(r => r.oldValue === 'running').length;
     }).observe(document.documentElement, {attributes: true, subtree: true,
                                           attributeOldValue: true,
                                           attributeFilter: ['data-test-script-state']});
+    new MutationObserver((records) => {
+      if (records.some(r => r.target.closest?.('[data-testid=stMain]') ||
+                            r.target.parentElement?.closest('[data-testid=stMain]'))) {
+        window.__changes += 1;
+        window.__changedAt = performance.now();
+      }
+    }).observe(document.documentElement, {childList: true, characterData: true,
+                                          subtree: true});
   }
-  return window.__runs;
+  return [window.__runs, window.__changes];
 }"""
+
+# A visit's run has ended: the counter saw it end, or (when the browser drew the whole run
+# at once, so the script state never read "running": once in a fresh-clone run on 1 Dec the
+# page showed the new address's view, idle, with the counter unmoved) the main area changed
+# after the popstate and has been still for QUIET_MS since; either way the script is idle.
+QUIET_MS = 1500
+RUN_ENDED = """([runs, changes, quiet, idle]) =>
+  document.querySelector(idle) !== null && (window.__runs > runs ||
+    (window.__changes > changes && performance.now() - window.__changedAt > quiet))"""
 
 
 def visit(tab, url: str) -> None:
@@ -192,12 +213,11 @@ def visit(tab, url: str) -> None:
     if not tab.evaluate("() => !!document.querySelector(\"[data-testid='stApp']\")"):
         tab.goto(url)
         return
-    runs = tab.evaluate(RUN_COUNTER)
+    runs, changes = tab.evaluate(RUN_COUNTER)
     tab.evaluate("(u) => { history.pushState({}, '', u); "
                  "window.dispatchEvent(new PopStateEvent('popstate')); }", url)
     try:
-        tab.wait_for_function(f"() => window.__runs > {runs} && "
-                              f"document.querySelector({json.dumps(SCRIPT_IDLE)}) !== null",
+        tab.wait_for_function(RUN_ENDED, arg=[runs, changes, QUIET_MS, SCRIPT_IDLE],
                               timeout=IN_APP_MS)
     except PlaywrightTimeout:
         # Twice in one fresh-clone run (1 Dec, a loaded machine; both passed alone) no run
@@ -210,6 +230,7 @@ def visit(tab, url: str) -> None:
 
 IN_APP_MS = 120_000
 STUCK_STATE = """() => ({href: location.href, runs: window.__runs,
+  changes: window.__changes,
   script: document.querySelector("[data-testid='stApp']")?.getAttribute('data-test-script-state'),
   status: document.querySelector("[data-testid='stStatusWidget']")?.innerText ?? null,
   dialog: document.querySelector("[role='dialog']")?.innerText ?? null})"""
