@@ -57,11 +57,14 @@ lint: $(DEV_STAMP)
 	$(PY) -m ruff check .
 
 # The whole suite, two workers more than the cores (pytest-xdist; work units in
-# tests/conftest.py): the browser tier runs on one worker and waits on Chromium's one renderer
+# tests/conftest.py): the browser tier runs on two workers and waits on Chromium's renderer
 # thread and on its servers, and the other workers wait on their subprocesses (Ray, servers),
 # which left cores idle with fewer (a fresh clone on 28 Nov: 25 min 19 s with 2 workers, 22 min
 # 41 s with 3; later, 21 min 39 s with 3 and 19 min 55 s with 4, the same tree, 14% of the
-# CPU still idle; the browser tier split over two workers was no faster, 25 min 0 s).
+# CPU still idle; the browser tier split over two workers was no faster, 25 min 0 s, then).
+# The browser tier alone waits far more than it computes (10 min 31 s for 5 min 24 s of CPU,
+# 2 Dec), so it is now two units on two workers: a fresh clone 14 min 5 s against 15 min 49 s
+# the same hour with one.
 # Budget: 15 minutes on a 2-core machine from a fresh clone, installs included (README); the
 # 15 slowest tests are listed at the end.
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 2 )))
