@@ -81,6 +81,25 @@ def check_graph(flow):
     tgt = [order[c] for c in zip(e.target_stack, e.target_layer, e.target_point)]
     assert (np.asarray(src) < np.asarray(tgt)).all()
     assert ((e.weight > 0) & (e.weight <= 1 + 1e-9)).all()
+    check_heads(flow)
+
+
+def check_heads(flow):
+    """Each head's row is of an attention (or cross) edge of the graph at or above the
+    threshold, the heads' shares of an edge sum to 1, and a row's weight is its share of that
+    edge's weight: against a join of flow.edges written out here."""
+    h, e = flow.heads, flow.edges
+    assert list(h.columns) == ["block", "head", "source_position", "target_position", "share",
+                               "weight"]
+    keys = ["block", "source_position", "target_position"]
+    att = e[e.kind.isin(["attention", "cross"])][keys + ["weight"]].astype({"block": object})
+    joined = h.merge(att, on=keys, how="left", suffixes=("", "_edge"), validate="many_to_one")
+    assert joined["weight_edge"].notna().all() and len(joined) == len(h)
+    assert (joined["weight_edge"] >= flow.threshold).all()
+    np.testing.assert_allclose(h["weight"], joined["share"] * joined["weight_edge"], rtol=1e-12)
+    if len(h):
+        sums = h.groupby(keys).share.sum()
+        np.testing.assert_allclose(sums.to_numpy(), 1.0, atol=1e-9)
 
 
 @pytest.mark.parametrize("name", NATIVE)
