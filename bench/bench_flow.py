@@ -3,7 +3,7 @@ against its time budget.
 
 Rows:
 - ``model.information_flow(text)`` on a GPT-2-small-shaped model (12 layers, 12 heads,
-  d_model 768, random weights, the tests' tiny byte-level tokenizer) at 128 tokens, versus
+  d_model 768, random weights, the tests' tiny byte-level tokenizer) at 128 and 512 tokens, versus
   ``model.trace(text, max_new=0)`` of the same input, timed alternately (target <= 3x; the
   peak memory growth of one call beside it, target 1.5 GB).
 - Attention flow of the same model's 12 layers at 64 tokens, every (output, input) pair: wall
@@ -70,7 +70,7 @@ def cpu_timed(fn, repeat: int) -> tuple[dict, dict]:
 
 
 def run(quick: bool = False) -> list[dict]:
-    n, n_flow, repeat = (32, 16, 2) if quick else (128, 64, 5)
+    sizes, n_flow, repeat = ((32,), 16, 2) if quick else ((128, 512), 64, 5)
     shape = "tiny GPT-2" if quick else "GPT-2-small-shaped"
     rows = []
     devices = bench_devices()
@@ -79,21 +79,22 @@ def run(quick: bool = False) -> list[dict]:
         save_gpt2(folder, quick)
         for device in devices:
             model = vc.load(str(folder), device=device, dtype="float32")
-            text = text_of(model, n)
-            tokens = len(model.trace(text, max_new=0, capture=()).target_tokens)
+            for n in sizes:
+                text = text_of(model, n)
+                tokens = len(model.trace(text, max_new=0, capture=()).target_tokens)
 
-            def flow(model=model, text=text):
-                return model.information_flow(text)
+                def flow(model=model, text=text):
+                    return model.information_flow(text)
 
-            def trace(model=model, text=text):
-                return model.trace(text, max_new=0)
+                def trace(model=model, text=text):
+                    return model.trace(text, max_new=0)
 
-            ours, peer = paired(flow, trace, repeat, device)
-            rows.append(ratio_row(
-                f"information_flow, {shape}, {tokens} tokens", ours, peer,
-                "our plain trace, same input", device, target=TARGET,
-                peak_growth_mb=peak_growth(flow) if device == "cpu" else None,
-                model="gpt2 12x12x768" if not quick else "tiny"))
+                ours, peer = paired(flow, trace, repeat, device)
+                rows.append(ratio_row(
+                    f"information_flow, {shape}, {tokens} tokens", ours, peer,
+                    "our plain trace, same input", device, target=TARGET,
+                    peak_growth_mb=peak_growth(flow) if device == "cpu" else None,
+                    model="gpt2 12x12x768" if not quick else "tiny"))
         model = vc.load(str(folder), device="cpu", dtype="float32")
         short = text_of(model, n_flow)
         n_short = len(model.trace(short, max_new=0, capture=()).target_tokens)

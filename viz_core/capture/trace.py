@@ -89,14 +89,23 @@ class HeadSource:
         return self.q.shape[0] // self.k.shape[0]
 
     def scores_rows(self, heads: list[int], r0: int, r1: int) -> torch.Tensor:
-        """float32 (h, r, Tk): the logits of the chosen heads for query rows r0..r1."""
-        idx = torch.tensor(heads, device=self.q.device)
-        q = self.q.index_select(0, idx)[:, r0:r1]
-        k = self.k.index_select(0, idx // self.group)
+        """float32 (h, r, Tk): the logits of the chosen heads for query rows r0..r1. Every
+        head in order (as a chunked analysis asks, chunk after chunk) reads q, k and the bias
+        as they are: no copy of every head's q and k per chunk (at 512 tokens those copies
+        were 0.44 s of information_flow's 3.3 s)."""
+        every = len(heads) == self.q.shape[0] and all(h == i for i, h in enumerate(heads))
+        idx = None if every else torch.tensor(heads, device=self.q.device)
+        q = self.q[:, r0:r1] if every else self.q[:, r0:r1].index_select(0, idx)
+        if every and self.group == 1:
+            k = self.k
+        else:
+            if idx is None:
+                idx = torch.arange(self.q.shape[0], device=self.q.device)
+            k = self.k.index_select(0, idx // self.group)
         bias = None
         if self.bias is not None:
-            b = self.bias[0]
-            bias = (b if b.shape[0] == 1 else b.index_select(0, idx))[:, r0:r1]
+            b = self.bias[0][:, r0:r1]
+            bias = b if b.shape[0] == 1 or every else b.index_select(0, idx)
         return scores_of(q, k, self.scaling, bias, self.softcap)
 
     def blocked_rows(self, r0: int, r1: int) -> torch.Tensor | None:
