@@ -82,7 +82,7 @@ def pytest_collection_modifyitems(config, items):
 # The browser units are the suite's critical path: a worker drives a server and Chromium, whose
 # renderer is one thread, while the other workers' tests (AppTests, Ray, the fresh venv) would
 # take the cores from it. So a worker lowers its own priority (nice) before its first test
-# outside the browser units: the browser unit's processes run first and the rest fill the
+# outside the browser units: the browser units' processes run first and the rest fill the
 # cores it leaves idle (a fresh clone on 28 Nov: 21 min 52 s against 23 min 24 s before,
 # with the hostile sweep's trims of the same commit).
 # ATTENTION_LAB_TEST_NICE=0 turns this off.

@@ -244,7 +244,9 @@ def _sublayer(points: dict, kind: str, layer: str, placement: str, post_norm=Non
     return raw, None, None
 
 
-HEAD_COLUMNS = ("block", "head", "source_position", "target_position", "share", "weight")
+# InformationFlow.heads: its columns and their dtypes
+HEAD_COLUMNS = {"block": object, "head": np.int64, "source_position": np.int64,
+                "target_position": np.int64, "share": np.float64, "weight": np.float64}
 
 
 class _Frames:
@@ -461,10 +463,9 @@ def information_flow(model, text: str, target: str | None = None, *, position: i
             columns.append(col)
         memory_node = prev_col
     edges = frames.frame()  # (every edge of weight > 0)
-    heads = pd.DataFrame({c: pd.Series(
-        np.concatenate([sp[c] for sp in splits]) if splits else [],
-        dtype=object if c == "block" else np.float64 if c in ("share", "weight") else np.int64)
-        for c in HEAD_COLUMNS})  # (block: object, as pandas' str would build a copy)
+    heads = pd.DataFrame({c: pd.Series(np.concatenate([sp[c] for sp in splits]) if splits
+                                       else [], dtype=dtype)
+                          for c, dtype in HEAD_COLUMNS.items()})
     # an English catalogue msgid: the cached result is shared, the page translates it
     note = N_("Weights: each part's proximity to the sum it is part of, max(‖y‖₁ − ‖y − "
               "part‖₁, 0), normalised over the parts (Ferrando & Voita, 2024).")

@@ -93,19 +93,16 @@ class HeadSource:
         head in order (as a chunked analysis asks, chunk after chunk) reads q, k and the bias
         as they are: no copy of every head's q and k per chunk (at 512 tokens those copies
         were 0.44 s of information_flow's 3.3 s)."""
-        every = len(heads) == self.q.shape[0] and all(h == i for i, h in enumerate(heads))
-        idx = None if every else torch.tensor(heads, device=self.q.device)
-        q = self.q[:, r0:r1] if every else self.q[:, r0:r1].index_select(0, idx)
-        if every and self.group == 1:
-            k = self.k
+        every = list(heads) == list(range(self.q.shape[0]))
+        q = self.q[:, r0:r1]
+        bias = None if self.bias is None else self.bias[0][:, r0:r1]
+        if every:
+            k = self.k if self.group == 1 else self.k.repeat_interleave(self.group, dim=0)
         else:
-            if idx is None:
-                idx = torch.arange(self.q.shape[0], device=self.q.device)
-            k = self.k.index_select(0, idx // self.group)
-        bias = None
-        if self.bias is not None:
-            b = self.bias[0][:, r0:r1]
-            bias = b if b.shape[0] == 1 or every else b.index_select(0, idx)
+            idx = torch.tensor(heads, device=self.q.device)
+            q, k = q.index_select(0, idx), self.k.index_select(0, idx // self.group)
+            if bias is not None and bias.shape[0] != 1:
+                bias = bias.index_select(0, idx)
         return scores_of(q, k, self.scaling, bias, self.softcap)
 
     def blocked_rows(self, r0: int, r1: int) -> torch.Tensor | None:
