@@ -27,6 +27,11 @@ vocabulary; --quick: 2 x 4 x 64) at 64 tokens, CPU (and the GPU when there is on
   corrupted - clean output added to the receiver's own input (hook_{q,k,v}_input with split
   q/k/v inputs, hook_mlp_in, ln_final.hook_in). The ratio is our seconds per edge over
   TransformerLens's (< 1: ours is faster); both rates are in the row.
+- EAP, EAP-IG and the floor again on the same shape with GPT-2's own 50,257-token
+  vocabulary (--quick: 4,096), the rows of its embedding and unembedding (the tiny tokenizer
+  writes only its first ids). There the trace pays for every position's prediction over the
+  whole vocabulary (the Attention page shows them), while EAP's runs and the floor compute the
+  last position's logits only.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from .common import bench_devices, paired, ratio_row, save_gpt2
 
 N_TOKENS = 64
 TARGETS = {"eap": 3.0, "eap-ig": 12.0}
+GPT2_VOCAB = 50_257  # GPT-2's own vocabulary (the rows of its embedding and unembedding)
 
 
 def _texts(model, n: int) -> tuple[str, str]:
@@ -138,7 +144,7 @@ def _floor(model, clean: str, corrupted: str):
     nothing per edge): the corrupted ids forward without grad; the clean ids forward with
     their input embeddings requiring grad, then the gradient of the last position's top logit
     to those embeddings (the backward runs through every layer, as EAP's must to reach layer
-    0's inputs)."""
+    0's inputs). Both compute the logits of the last position only, as EAP's runs do."""
     hf = model.hf_model
     device = next(hf.parameters()).device
     ids = [torch.tensor([model.tokenizer(t)["input_ids"]], device=device)
@@ -147,10 +153,10 @@ def _floor(model, clean: str, corrupted: str):
 
     def passes():
         with torch.no_grad():
-            hf(input_ids=ids[1])
+            hf(input_ids=ids[1], logits_to_keep=1)
         with torch.enable_grad():
             x = embed(ids[0]).detach().requires_grad_()
-            logits = hf(inputs_embeds=x).logits[0, -1]
+            logits = hf(inputs_embeds=x, logits_to_keep=1).logits[0, -1]
             return torch.autograd.grad(logits.max(), x)[0]
 
     return passes
@@ -164,6 +170,35 @@ def _cpu_timed(fn, seconds: list[float]):
         seconds.append(time.process_time() - t0)
         return out
     return call
+
+
+def _method_rows(model, clean: str, corrupted: str, device, repeat: int, what: str,
+                 label: str) -> list[dict]:
+    """EAP and EAP-IG (5 steps) against the trace of the clean text, then the floor under
+    EAP, on one model; ``what`` names the model and length in the rows."""
+    rows = []
+
+    def trace():
+        return model.trace(clean, max_new=0)
+
+    for method, target in TARGETS.items():
+        def attribution(method=method):
+            return model.edge_attribution(clean, corrupted, method=method, steps=5)
+
+        n_edges = len(attribution().edges)
+        cpu = ([], [])  # CPU seconds of each call, warm-up first
+        ours, peer = paired(_cpu_timed(attribution, cpu[0]), _cpu_timed(trace, cpu[1]),
+                            repeat, device)
+        ours_cpu, peer_cpu = (statistics.median(c[1:]) for c in cpu)
+        name = f"edge_attribution {method}" + (" (5 steps)" if method == "eap-ig" else "")
+        rows.append(ratio_row(f"{name}, {what}", ours, peer, "our plain trace, same input",
+                              device, target=target, model=label, edges=n_edges,
+                              cpu_s=ours_cpu, cpu_ratio=ours_cpu / peer_cpu))
+    floor, peer = paired(_floor(model, clean, corrupted), trace, repeat, device)
+    rows.append(ratio_row(f"EAP's floor: two plain forwards and one backward, {what}", floor,
+                          peer, "our plain trace, same input", device, model=label,
+                          eap_over_floor=rows[0]["ours_s"] / floor["median"]))
+    return rows
 
 
 def run(quick: bool = False) -> list[dict]:
@@ -181,34 +216,8 @@ def run(quick: bool = False) -> list[dict]:
             model = vc.load(str(folder), device=device, dtype="float32")
             clean, corrupted = _texts(model, N_TOKENS)
             tokens = len(model.tokenizer(clean)["input_ids"])
-
-            def trace(model=model, clean=clean):
-                return model.trace(clean, max_new=0)
-
-            for method, target in TARGETS.items():
-                def attribution(model=model, clean=clean, corrupted=corrupted, method=method):
-                    return model.edge_attribution(clean, corrupted, method=method, steps=5)
-
-                n_edges = len(attribution().edges)
-                cpu = ([], [])  # CPU seconds of each call, warm-up first
-                ours, peer = paired(_cpu_timed(attribution, cpu[0]), _cpu_timed(trace, cpu[1]),
-                                    repeat, device)
-                ours_cpu, peer_cpu = (statistics.median(c[1:]) for c in cpu)
-                name = f"edge_attribution {method}" + (" (5 steps)" if method == "eap-ig"
-                                                        else "")
-                rows.append(ratio_row(f"{name}, {shape}, {tokens} tokens", ours, peer,
-                                      "our plain trace, same input", device, target=target,
-                                      model=label, edges=n_edges, cpu_s=ours_cpu,
-                                      cpu_ratio=ours_cpu / peer_cpu))
-
-            floor_fn = _floor(model, clean, corrupted)
-            floor, peer = paired(floor_fn, trace, repeat, device)
-            eap = next(r for r in rows if r["name"].startswith(f"edge_attribution eap, {shape}")
-                       and r["device"] == str(device))
-            rows.append(ratio_row(f"EAP's floor: two plain forwards and one backward, {shape}, "
-                                  f"{tokens} tokens", floor, peer, "our plain trace, same input",
-                                  device, model=label,
-                                  eap_over_floor=eap["ours_s"] / floor["median"]))
+            rows += _method_rows(model, clean, corrupted, device, repeat,
+                                 f"{shape}, {tokens} tokens", label)
 
             ctx = E.prepare(model, clean, corrupted, None, None, None)
             for steps, what in ((1, "EAP"), (5, "EAP-IG")):
@@ -244,4 +253,16 @@ def run(quick: bool = False) -> list[dict]:
                        "edges_per_s": 1 / per, "ours_s": per, "ours_min_s": per,
                        "ours_max_s": per}
             rows.append(row)
+        # the same shape with GPT-2's own vocabulary: the trace computes every position's
+        # prediction over it (the Attention page shows them), EAP's runs only the last one's
+        folder = Path(tmp) / "gpt2-vocab"
+        vocab = 4096 if quick else GPT2_VOCAB
+        save_gpt2(folder, quick, vocab_size=vocab)
+        for device in devices:
+            model = vc.load(str(folder), device=device, dtype="float32")
+            clean, corrupted = _texts(model, N_TOKENS)
+            tokens = len(model.tokenizer(clean)["input_ids"])
+            rows += _method_rows(model, clean, corrupted, device, repeat,
+                                 f"{shape} with a {vocab:,}-token vocabulary, {tokens} tokens",
+                                 f"{label}, vocab {vocab}")
     return rows

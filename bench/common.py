@@ -130,9 +130,12 @@ def machine_note(sample_s: float = 0.5) -> str:
     return f"{'busy' if busy else 'idle'} ({what})"
 
 
-def save_gpt2(folder, quick: bool, n_positions: int = 1024) -> None:
+def save_gpt2(folder, quick: bool, n_positions: int = 1024, vocab_size: int | None = None
+              ) -> None:
     """A GPT-2-small-shaped model with random weights (2 x 4 x 64 in quick mode) and the tests'
-    tiny tokenizer, saved to ``folder`` for the peer benchmarks."""
+    tiny tokenizer, saved to ``folder`` for the peer benchmarks. ``vocab_size``: rows of its
+    embedding and unembedding (default: the tokenizer's ~400; GPT-2's own is 50,257, of which
+    the tiny tokenizer writes only its first ids)."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
     from tests.support.hf_tiny import gpt2_tokenizer
@@ -141,7 +144,7 @@ def save_gpt2(folder, quick: bool, n_positions: int = 1024) -> None:
     tok.model_max_length = n_positions  # the tiny tokenizer says 64: the model takes more
     shape = dict(n_layer=2, n_head=4, n_embd=64) if quick else dict(n_layer=12, n_head=12,
                                                                       n_embd=768)
-    cfg = GPT2Config(vocab_size=len(tok), n_positions=n_positions,
+    cfg = GPT2Config(vocab_size=vocab_size or len(tok), n_positions=n_positions,
                      bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id, **shape)
     torch.manual_seed(0)
     GPT2LMHeadModel(cfg).save_pretrained(folder)

@@ -193,7 +193,12 @@ def test_edges():
     floor = [r for r in rows if r["name"].startswith("EAP's floor")]
     assert floor and all(r["ratio"] > 0 and r["eap_over_floor"] > 0 for r in floor)
     methods = [r for r in rows if r["name"].startswith("edge_attribution")]
-    assert len(methods) == 2 and all(r["cpu_ratio"] > 0 for r in methods)  # CPU s, same runs
+    assert len(methods) == 4 and all(r["cpu_ratio"] > 0 for r in methods)  # CPU s, same runs
+    # the second model: the same shape with a vocabulary of its own (GPT-2's in the full run)
+    vocab = [r for r in rows if "4,096-token vocabulary" in r["name"]]
+    assert [r["name"].split(",")[0] for r in vocab] == [
+        "edge_attribution eap", "edge_attribution eap-ig (5 steps)", "EAP's floor: two plain "
+        "forwards and one backward"] and vocab[0]["edges"] == methods[0]["edges"]
     exact = [r for r in rows if r["name"].startswith("exact edge patching")]
     assert exact and all(r["edges_per_s"] > 0 for r in exact)
     assert exact[0]["peer_edges_per_s"] > 0  # TransformerLens hooks, same process
