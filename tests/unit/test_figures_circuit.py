@@ -146,3 +146,70 @@ def test_agreement_plots_each_edge_at_its_two_scores(attribution, monkeypatch):
                              reference_label="exact")
     assert any("&lt;b>embed&lt;/b> →" in h for t in hover.data if t.mode == "markers"
                for h in t.hovertext)
+
+
+def _graph_frame(layers: int, heads: int):
+    """Every edge of a decoder-only model's residual-stream graph (edge_graph.Graph), with
+    made-up scores."""
+    import pandas as pd
+
+    from viz_core.analysis.edge_graph import Graph
+
+    names = [f"decoder.{i}" for i in range(layers)]
+    g = Graph.build(names, {f"{n}.self": heads for n in names}, {f"{n}.self": heads for n in names})
+    s, r = np.nonzero(g.valid)
+    return pd.DataFrame({"sender": [g.senders[i] for i in s],
+                         "receiver": [g.receivers[i][0] for i in r],
+                         "input": [g.receivers[i][1] for i in r],
+                         "score": np.linspace(0.1, 1, len(s))})
+
+
+def _distance(px, py, x, y) -> float:
+    """The smallest distance from (x, y) to the polyline (px, py)."""
+    a = np.stack([px[:-1], py[:-1]], 1)
+    d = np.stack([px[1:], py[1:]], 1) - a
+    t = np.clip(((np.array([x, y]) - a) * d).sum(1) / (d * d).sum(1), 0, 1)
+    return float(np.hypot(*(a + t[:, None] * d - [x, y]).T).min())
+
+
+@pytest.mark.parametrize("heads", [2, 4, 12])
+def test_no_edge_runs_through_a_node_it_does_not_join(heads):
+    """embed, the MLPs and logits share the middle row: drawn straight, embed -> logits ran
+    through MLP 0 and MLP 1 and hid embed -> MLP 1 and MLP 0 -> logits under it. With two
+    and four heads a layer (the induction model, the tiny Hugging Face models) every edge of
+    the whole graph passes every other node at NEAR or more (measured here on the drawn
+    points, segment by segment); with twelve, where columns of heads leave no room, no edge
+    is drawn nearer a node than its straight line would be, and the middle row's still clear
+    every node. Edges whose straight line passes no node stay straight; each edge's hover
+    marker lies on its line."""
+    from viz_core.figures.circuit import NEAR
+
+    frame = _graph_frame(2, heads)
+    fig = circuit_figure(frame, frame)
+    pos = node_positions([*frame["sender"], *frame["receiver"]])
+    middles = next(t for t in fig.data if t.name == "edge middles")
+    edges = _edge_traces(fig)
+    assert len(edges) == len(frame) == len(middles.x)
+    arcs = 0
+    for t in edges:
+        s, r = t.customdata[0][:2]
+        px, py = np.array(t.x), np.array(t.y)
+        assert (px[0], py[0]) == pos[s] and (px[-1], py[-1]) == pos[r]
+        line = np.array([pos[s][0], pos[r][0]]), np.array([pos[s][1], pos[r][1]])
+        others = [(x, y) for n, (x, y) in pos.items() if n not in (s, r)]
+        drawn = min(_distance(px, py, x, y) for x, y in others)
+        straight = min(_distance(*line, x, y) for x, y in others)
+        assert drawn >= (NEAR if heads < 12 else min(straight, NEAR)) - 1e-9, (s, r)
+        assert len(px) == 2 or straight < NEAR  # an arc only where the line passes a node
+        middle_row = s in ("embed", "decoder.0.mlp") and r in ("decoder.1.mlp", "logits")
+        assert drawn >= NEAR or not middle_row, (s, r)
+        arcs += len(px) > 2
+        i = next(k for k, c in enumerate(middles.customdata) if list(c[:2]) == [s, r])
+        assert _distance(px, py, middles.x[i], middles.y[i]) < 1e-9
+    assert 0 < arcs < len(edges)
+    # the middle row's edges that skip a node are arcs
+    row = {tuple(t.customdata[0][:2]): t for t in edges}
+    for skips in [("embed", "decoder.1.mlp"), ("embed", "logits"), ("decoder.0.mlp", "logits")]:
+        assert len(row[skips].x) > 2, skips
+    lo, hi = fig.layout.yaxis.range
+    assert all(lo < y < hi for t in edges for y in t.y)  # and the axis shows them whole

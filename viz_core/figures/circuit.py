@@ -8,11 +8,12 @@ them (a head writes into its own layer's MLP); under a grouped-query model's hea
 key/value groups (``decoder.1.self.kv0``, a diamond: the k and v inputs its heads share). One
 line per kept edge, blue when the edge carries the clean answer (score > 0), red when it works
 against it, its width growing with |score| (the largest kept |score| is MAX_WIDTH); a q input
-is a solid line, k dashed, v dotted. Each edge's line carries ``customdata`` [sender,
-receiver, input, score] (no hover, so clicks reach the nodes), as does an invisible marker at
-its middle (its hover); each node's marker carries its component name, so a page can open a
-clicked head. Each node's short name stands above it as an annotation on a light
-background, so an edge that passes it does not cross it out.
+is a solid line, k dashed, v dotted. An edge is straight unless that line would run through
+another node (embed, the MLPs and logits share a row), then an arc clear of every node. Each
+edge's line carries ``customdata`` [sender, receiver, input, score] (no hover, so clicks reach
+the nodes), as does an invisible marker at its middle (its hover); each node's marker carries
+its component name, so a page can open a clicked head. Each node's short name stands above it
+as an annotation on a light background, so an edge that passes it does not cross it out.
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ LABEL_BACKGROUND = "rgba(255, 255, 255, 0.85)"  # a node's name stays legible ov
 MIN_WIDTH, MAX_WIDTH = 1.0, 9.0
 DASH = {"q": "solid", "k": "dash", "v": "dot", "": "solid"}
 MLP_DX = 0.45  # an MLP sits this far right of its layer's heads
+# An edge whose straight line would run through another node (embed, the MLPs and logits share
+# the middle row: embed -> logits would hide embed -> MLP 1 and MLP 0 -> logits) is drawn as
+# an arc clear of every node (edge_path), of CURVE_POINTS points; NEAR: how close (in rows /
+# columns) a line may pass a node.
+BEND, NEAR, CURVE_POINTS = 0.3, 0.15, 13
 HEAD = re.compile(r"^(?:(encoder|decoder)\.)?(\d+)\.(self|cross)\.h(\d+)$")
 MLP = re.compile(r"^(?:(encoder|decoder)\.)?(\d+)\.mlp$")
 # a key/value group of grouped-query attention: its heads share the k and v inputs
@@ -92,6 +98,58 @@ def node_positions(names: Sequence[str]) -> dict[str, tuple[float, float]]:
     return pos
 
 
+def _clearance(paths: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    """How close each polyline of ``paths`` (m, points, 2) comes to any of ``nodes`` (k, 2):
+    (m,) (inf where there are no nodes)."""
+    if not len(nodes):
+        return np.full(len(paths), np.inf)
+    a = paths[:, None, :-1]  # (m, 1, segments, 2)
+    d = paths[:, None, 1:] - a
+    p = nodes[None, :, None, :]  # (1, k, 1, 2)
+    t = np.clip(((p - a) * d).sum(-1) / np.maximum((d * d).sum(-1), 1e-12), 0, 1)
+    gap = a + t[..., None] * d - p
+    return np.sqrt((gap * gap).sum(-1)).min(axis=(1, 2))
+
+
+PEAKS = np.array([1, -1, 2, -2, 3, -3, 4, -4])  # the arcs tried, in BENDs off the line
+
+
+def edge_path(a, b, nodes) -> tuple[np.ndarray, np.ndarray]:
+    """The points of an edge from node a to node b: the straight line, or where that passes
+    within NEAR of another of ``nodes`` ((k, 2) positions), an arc (a quadratic Bezier curve) peaking BEND,
+    -BEND, 2 BEND, ... 4 BEND off the line's middle, square to it: the first that keeps NEAR
+    from every other node, else whichever of them all (the line included) keeps farthest."""
+    (x0, y0), (x1, y1) = a, b
+    nodes = np.asarray(nodes, float).reshape(-1, 2)
+    others = nodes[~(((nodes == a) | (nodes == b)).all(1))]
+    line = np.array([[[x0, y0], [x1, y1]]], float)
+    lo, hi = line[0].min(0) - NEAR, line[0].max(0) + NEAR
+    far = float(_clearance(line, others[((others >= lo) & (others <= hi)).all(1)])[0])
+    if far >= NEAR:
+        return line[0, :, 0], line[0, :, 1]
+    t = np.linspace(0, 1, CURVE_POINTS)[None, :, None]
+    length = float(np.hypot(x1 - x0, y1 - y0))
+    normal = np.array([-(y1 - y0), x1 - x0]) / length  # upward for x1 > x0
+    start, end = line[0]
+    control = (start + end) / 2 + 2 * BEND * PEAKS[:, None] * normal  # twice each peak
+    paths = ((1 - t) ** 2 * start + 2 * t * (1 - t) * control[:, None] + t ** 2 * end)
+    clear = np.full(len(paths), np.inf)
+    for i, path in enumerate(paths):  # each against the nodes near its own extent
+        lo, hi = path.min(0) - NEAR, path.max(0) + NEAR
+        near = others[((others >= lo) & (others <= hi)).all(1)]
+        clear[i] = _clearance(path[None], near)[0]
+        if clear[i] >= NEAR:
+            break
+    ok = np.nonzero(clear >= NEAR)[0]
+    if len(ok):
+        best = paths[ok[0]]
+    elif clear.max() > far:
+        best = paths[int(np.argmax(clear))]
+    else:
+        best = line[0]
+    return best[:, 0], best[:, 1]
+
+
 def short_name(name: str) -> str:
     """"decoder.1.self.h0" -> "L1 h0", "encoder.0.cross.h2" -> "E0 cross h2", "decoder.0.mlp"
     -> "MLP 0"."""
@@ -120,17 +178,21 @@ def circuit_figure(all_edges: pd.DataFrame, kept: pd.DataFrame, *, title: str = 
     fig = go.Figure()
     kept = kept.reindex(kept["score"].abs().sort_values(kind="stable").index)  # strongest last
     widths = edge_widths(kept["score"])
-    mid_x, mid_y, mid_data, mid_text = [], [], [], []
+    places = np.array(list(pos.values()), float).reshape(-1, 2)
+    mid_x, mid_y, mid_data, mid_text, reach = [], [], [], [], []
     for (_i, e), w in zip(kept.iterrows(), widths):
-        (x0, y0), (x1, y1) = pos[e["sender"]], pos[e["receiver"]]
+        px, py = edge_path(pos[e["sender"]], pos[e["receiver"]], places)
         inp = e["input"] or ""
         data = [e["sender"], e["receiver"], inp, float(e["score"])]
-        fig.add_trace(go.Scatter(  # the line: no hover, so a click reaches the nodes
-            x=[x0, x1], y=[y0, y1], mode="lines", hoverinfo="skip",
+        fig.add_trace(go.Scatter(  # the line: no hover, so a click reaches the nodes; the
+            # edge's data on its first point only (a line takes no clicks, and an arc's
+            # CURVE_POINTS copies of it cost plotly's checks more than the rest of the figure)
+            x=px.tolist(), y=py.tolist(), mode="lines", hoverinfo="skip",
             line=dict(color=edge_color(e["score"]), width=float(w), dash=DASH.get(inp, "solid")),
-            name="edge", showlegend=False, opacity=0.8, customdata=[data, data]))
-        mid_x.append((x0 + x1) / 2)
-        mid_y.append((y0 + y1) / 2)
+            name="edge", showlegend=False, opacity=0.8, customdata=[data]))
+        mid_x.append(float(px[len(px) // 2]) if len(px) > 2 else float(px.mean()))
+        mid_y.append(float(py[len(py) // 2]) if len(py) > 2 else float(py.mean()))
+        reach += [float(py.max()), float(py.min())]
         mid_data.append(data)
         mid_text.append(edge_label(e["sender"], e["receiver"], inp) + "<br>" + _("score {score:+.3f}").format(
             score=float(e["score"])))
@@ -162,7 +224,8 @@ def circuit_figure(all_edges: pd.DataFrame, kept: pd.DataFrame, *, title: str = 
                       legend=dict(orientation="h", y=-0.02, yanchor="top"),
                       clickmode="event+select", dragmode=False, hovermode="closest")
     fig.update_xaxes(visible=False, range=[-0.4, max(xs, default=1) + 0.4])
-    fig.update_yaxes(visible=False, range=[min(ys, default=0) - 0.6, max(ys, default=0) + 0.6])
+    fig.update_yaxes(visible=False, range=[min([*ys, *reach], default=0) - 0.6,
+                                           max([*ys, *reach], default=0) + 0.6])
     return fig
 
 
