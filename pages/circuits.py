@@ -33,7 +33,7 @@ from attention_lab.ui.controls import url_select, url_text_box
 from attention_lab.ui.errors import literal, translated
 from attention_lab.ui.page import selection
 from attention_lab.ui.runs import run_analysis
-from viz_core.figures.circuit import circuit_figure, faithfulness_figure
+from viz_core.figures.circuit import circuit_figure, faithfulness_figure, layer_columns
 from viz_core.i18n import _
 
 sel = selection()
@@ -91,7 +91,8 @@ with attempt(_("finding the circuit")):
         counts = curve_counts(len(edges))
         curve = faithfulness_points(request, counts)
         here = faithfulness_points(request, (top,))[0]
-        graph, side = st.columns([3, 2])
+        # a deep model's graph takes the page's width, its faithfulness curve below it
+        graph, side = st.columns([3, 2]) if layer_columns(edges) <= 4 else (st.container(),) * 2
         with graph:
             fig = circuit_figure(edges, kept, title=_("Top {top} of {n_edges:,} edges ({value})").format(
                                                         top=top, n_edges=len(edges),

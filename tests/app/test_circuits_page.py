@@ -74,6 +74,24 @@ def test_induction_circuit_and_url_state(reference):
     assert "Edges (CSV)" in [b.proto.label for b in at.get("download_button")]
 
 
+def test_a_deep_models_graph_takes_the_pages_width(monkeypatch):
+    """Past 4 layer columns (GPT-2-small's 12 squeezed into three fifths of the page) the
+    graph takes the page's width and the faithfulness curve goes under it; up to 4 they sit
+    side by side. The model's depth is faked (the page asks viz_core's layer_columns)."""
+    import viz_core.figures.circuit as C
+
+    def charts_in_columns(at) -> int:
+        return sum(len(c.get("plotly_chart")) for c in at.columns)
+
+    at = open_app("circuits", model="induction", circ_clean=CLEAN, circ_corrupt=CORRUPTED)
+    no_errors(at)
+    assert len(_figures(at)) == 2 and charts_in_columns(at) == 2
+    monkeypatch.setattr(C, "layer_columns", lambda edges: 12)
+    at.run()
+    no_errors(at)
+    assert len(_figures(at)) == 2 and charts_in_columns(at) == 0
+
+
 def test_a_repeated_texts_own_pair_shows_the_induction_circuit():
     """No pair in the address: the sidebar's example (a repeated sequence) and its suggested
     corruption, the earlier occurrence of its last word replaced. EAP-IG's top 5 then hold

@@ -213,3 +213,29 @@ def test_no_edge_runs_through_a_node_it_does_not_join(heads):
         assert len(row[skips].x) > 2, skips
     lo, hi = fig.layout.yaxis.range
     assert all(lo < y < hi for t in edges for y in t.y)  # and the axis shows them whole
+
+
+def test_a_big_graph_names_only_the_nodes_its_kept_edges_join():
+    """GPT-2-small's 158 nodes named at once crowded out the circuit: past LABEL_ALL nodes
+    only those the kept edges join (and embed, logits) are named and drawn full size; the
+    others stay, small and light, with their names in the hover (a click still opens a
+    head). The graph grows taller with its tallest column, and counts its layer columns."""
+    from viz_core.figures.circuit import LABEL_ALL, NODE_COLOR, QUIET_COLOR, layer_columns
+
+    frame = _graph_frame(12, 12)
+    kept = frame.iloc[[5, 900, 20000, len(frame) - 1]]
+    fig = circuit_figure(frame, kept)
+    nodes = next(t for t in fig.data if t.name == "nodes")
+    names = [c[0] for c in nodes.customdata]
+    assert len(names) == 158 > LABEL_ALL  # 12 x (12 heads + MLP), embed, logits
+    joined = set(kept["sender"]) | set(kept["receiver"]) | {"embed", "logits"}
+    labels = {a.text for a in fig.layout.annotations}
+    assert labels == {short_name(n) for n in joined}
+    for n, color, size in zip(names, nodes.marker.color, nodes.marker.size):
+        assert (color == NODE_COLOR and size >= 14) == (n in joined), n
+        assert color in (NODE_COLOR, QUIET_COLOR)
+    assert fig.layout.height > 460 and layer_columns(frame) == 12
+    small = _graph_frame(2, 2)
+    fig = circuit_figure(small, small.iloc[:1])  # 8 nodes: every one named
+    assert len(fig.layout.annotations) == 8 and fig.layout.height == 460
+    assert layer_columns(small) == 2

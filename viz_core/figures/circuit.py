@@ -112,6 +112,12 @@ def _clearance(paths: np.ndarray, nodes: np.ndarray) -> np.ndarray:
 
 
 PEAKS = np.array([1, -1, 2, -2, 3, -3, 4, -4])  # the arcs tried, in BENDs off the line
+# Past LABEL_ALL nodes (GPT-2-small has 158) the names of all of them crowd out the circuit:
+# only the nodes the kept edges join (and embed, logits) are named and drawn full size, the
+# rest small and light (their hover still names them, a click still opens a head).
+LABEL_ALL = 40
+QUIET_COLOR = "#ced4da"
+ROW_PX = 40  # the graph's height per row of its tallest column, past the default height
 
 
 def edge_path(a, b, nodes) -> tuple[np.ndarray, np.ndarray]:
@@ -169,12 +175,23 @@ def edge_label(sender, receiver, inp) -> str:
     return plot_text(f"{sender} → {receiver}{' (' + inp + ')' if inp else ''}")
 
 
+def layer_columns(all_edges: pd.DataFrame) -> int:
+    """How many layer columns the graph of ``all_edges`` has (a page draws a wide one on the
+    page's whole width)."""
+    names = dict.fromkeys([*all_edges["sender"], *all_edges["receiver"]])
+    return len({round(x) for x, _ in node_positions(list(names)).values()}) - 2
+
+
 def circuit_figure(all_edges: pd.DataFrame, kept: pd.DataFrame, *, title: str = "",
-                   height: int = 460) -> go.Figure:
+                   height: int | None = None) -> go.Figure:
     """The graph of every component of ``all_edges`` (the model's graph, for the node layout)
-    with the ``kept`` edges drawn (rows of ``EdgeAttribution.circuit``), strongest on top."""
+    with the ``kept`` edges drawn (rows of ``EdgeAttribution.circuit``), strongest on top.
+    ``height``: by default 460 pixels, more where the tallest column has over 10 rows."""
     names = list(dict.fromkeys([*all_edges["sender"], *all_edges["receiver"]]))
     pos = node_positions(names)
+    joined = set(kept["sender"]) | set(kept["receiver"])
+    loud = [len(names) <= LABEL_ALL or n in joined or not (HEAD.match(n) or KV.match(n) or
+                                                            MLP.match(n)) for n in names]
     fig = go.Figure()
     kept = kept.reindex(kept["score"].abs().sort_values(kind="stable").index)  # strongest last
     widths = edge_widths(kept["score"])
@@ -205,8 +222,9 @@ def circuit_figure(all_edges: pd.DataFrame, kept: pd.DataFrame, *, title: str = 
              for n in names]
     fig.add_trace(go.Scatter(
         x=list(xs), y=list(ys), mode="markers", name="nodes", showlegend=False,
-        marker=dict(size=[18 if k == "square" else 14 for k in shape], color=NODE_COLOR,
-                    symbol=shape),
+        marker=dict(size=[(18 if k == "square" else 14) if on else 7
+                          for k, on in zip(shape, loud)],
+                    color=[NODE_COLOR if on else QUIET_COLOR for on in loud], symbol=shape),
         customdata=[[n] for n in names],
         hovertemplate="%{customdata[0]}<extra></extra>"))
     # each node's name above it, on a background of its own over the edges (a line from a
@@ -214,12 +232,13 @@ def circuit_figure(all_edges: pd.DataFrame, kept: pd.DataFrame, *, title: str = 
     fig.update_layout(annotations=[dict(
         x=x, y=y, text=plot_text(short_name(n)), showarrow=False, yanchor="bottom", yshift=9,
         font=dict(size=11, color=NODE_COLOR), bgcolor=LABEL_BACKGROUND, borderpad=1,
-        captureevents=False) for n, x, y in zip(names, xs, ys)])
+        captureevents=False) for n, x, y, on in zip(names, xs, ys, loud) if on])
     for sign, color in ((_("carries the answer"), POSITIVE), (_("works against it"), NEGATIVE)):
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=sign,
                                  line=dict(color=color, width=3)))
+    rows = max(ys, default=0) - min(ys, default=0) + 1
     fig.update_layout(**layout_dict(title or _("Circuit: {n} edges").format(n=len(kept)),
-                                    height=height,
+                                    height=height or max(460, int(60 + ROW_PX * rows)),
                                     margin=dict(l=10, r=10, t=50, b=10)),
                       legend=dict(orientation="h", y=-0.02, yanchor="top"),
                       clickmode="event+select", dragmode=False, hovermode="closest")
