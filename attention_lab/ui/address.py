@@ -10,7 +10,6 @@ from __future__ import annotations
 import streamlit as st
 
 PENDING = "_url_pending"  # this run's changes to the address ("" = remove), sent by send_url
-RESEND = "_url_resend"
 # The sidebar's settings, first in every address and in this order (the rest keep theirs), so
 # a page link (ui/sidebar.link_query) and the page it opens write the same address.
 FIRST = ("model", "text", "target", "lang", "device", "dtype", "new")
@@ -68,15 +67,22 @@ def stop() -> None:
 
 
 def send_url() -> None:
-    """Send this run's address changes (to_url) in one message; the whole address once when
-    the sidebar asked to resend it. Called at the end of every run (app.py) and of every
-    fragment run (ui.lang.fragment)."""
+    """Send this run's address changes (to_url) in one message, the sidebar's keys first;
+    nothing when they leave the address as it is. Called at the end of every run (app.py) and
+    of every fragment run (ui.lang.fragment).
+
+    Nothing goes when nothing changed (a page opened from its link, which carries the whole
+    address): Streamlit's browser side pushes a query message's address at once, onto the
+    path it shows, and switches the path only once it has drawn the new page. Each run used
+    to resend the whole view, and on a busy machine that message came first and added
+    "/masks?<Attention's address>" before "/attention?..." (two history entries for one
+    click: a fresh-clone run, then every time with Chromium's CPU throttled 6x)."""
     pending = st.session_state.pop(PENDING, None) or {}
-    resend = st.session_state.pop(RESEND, False)
     _remember_page_keys()
-    if not pending and not resend:
+    if not pending:
         return
-    query = st.query_params.to_dict()
+    now = st.query_params.to_dict()
+    query = dict(now)
     for key, value in pending.items():
         if value:
             query[key] = value
@@ -84,4 +90,5 @@ def send_url() -> None:
             query.pop(key, None)
     query = {**{k: query[k] for k in FIRST if k in query},
              **{k: v for k, v in query.items() if k not in FIRST}}
-    st.query_params.from_dict(query)  # one message: the whole query
+    if list(query.items()) != list(now.items()):
+        st.query_params.from_dict(query)  # one message: the whole query

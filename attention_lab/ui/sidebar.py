@@ -192,7 +192,7 @@ def sidebar() -> Selection:
         st.radio(_("Chart images"), IMAGE_FORMATS, key="image_format", horizontal=True,
                  help=_("Format saved by the camera button of every chart's toolbar."))
         state.to_url(model=name, device=st.session_state.device, text=st.session_state.text,
-                     target=target, dtype=st.session_state.dtype, resend=True)
+                     target=target, dtype=st.session_state.dtype)
     return Selection(name, device, st.session_state.text, target, model, max_new)
 
 

@@ -6,7 +6,7 @@ import streamlit as st
 
 from viz_core.i18n import _
 
-from .address import PENDING, RESEND, send_url, stop, url_get, written  # noqa: F401 (the app's stop)
+from .address import PENDING, send_url, stop, url_get, written  # noqa: F401 (the app's stop)
 
 MAX_TEXT_CHARS = 20_000
 
@@ -171,7 +171,7 @@ def keep_widget_values() -> None:
             kept[key] = st.session_state[key]
 
 
-def to_url(*, resend: bool = False, defaults: dict | None = None, **values) -> None:
+def to_url(*, defaults: dict | None = None, **values) -> None:
     """Write the current view back to the address bar (only what changed), at the end of the
     run: address.send_url sends the run's changes as one message, so the browser's history gets one
     entry per run, not one per setting (Back then steps back a view, not a setting at a time).
@@ -181,9 +181,8 @@ def to_url(*, resend: bool = False, defaults: dict | None = None, **values) -> N
     page from the sidebar (whose links carry the sidebar's settings) writes nothing more, and
     its visit is one history entry: Back returns to the previous page at once.
 
-    resend=True sends the whole query string even when nothing changed: after a page switch
-    the browser may clear its address after the server read it, so the sidebar resends the
-    view once every run and the address always ends up describing what is shown.
+    A page switched to by ``st.switch_page`` starts with an empty address, so its run
+    writes the whole view; a page opened from its link starts with the link's.
     """
     pending = st.session_state.setdefault(PENDING, {})
     defaults = defaults or {}
@@ -194,7 +193,5 @@ def to_url(*, resend: bool = False, defaults: dict | None = None, **values) -> N
         written(key, value)
         if url_get(key) != (value or None):  # an empty value leaves the address too
             pending[key] = value
-    if resend:
-        st.session_state[RESEND] = True
 
 
