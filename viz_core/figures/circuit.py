@@ -42,6 +42,13 @@ MLP_DX = 0.45  # an MLP sits this far right of its layer's heads
 # an arc clear of every node (edge_path), of CURVE_POINTS points; NEAR: how close (in rows /
 # columns) a line may pass a node.
 BEND, NEAR, CURVE_POINTS = 0.3, 0.15, 13
+PEAKS = np.array([1, -1, 2, -2, 3, -3, 4, -4])  # the arcs tried, in BENDs off the line
+# Past LABEL_ALL nodes (GPT-2-small has 158) the names of all of them crowd out the circuit:
+# only the nodes the kept edges join (and embed, logits) are named and drawn full size, the
+# rest small and light (their hover still names them, a click still opens a head).
+LABEL_ALL = 40
+QUIET_COLOR = "#ced4da"
+ROW_PX = 40  # the graph's height per row of its tallest column, past the default height
 HEAD = re.compile(r"^(?:(encoder|decoder)\.)?(\d+)\.(self|cross)\.h(\d+)$")
 MLP = re.compile(r"^(?:(encoder|decoder)\.)?(\d+)\.mlp$")
 # a key/value group of grouped-query attention: its heads share the k and v inputs
@@ -111,20 +118,12 @@ def _clearance(paths: np.ndarray, nodes: np.ndarray) -> np.ndarray:
     return np.sqrt((gap * gap).sum(-1)).min(axis=(1, 2))
 
 
-PEAKS = np.array([1, -1, 2, -2, 3, -3, 4, -4])  # the arcs tried, in BENDs off the line
-# Past LABEL_ALL nodes (GPT-2-small has 158) the names of all of them crowd out the circuit:
-# only the nodes the kept edges join (and embed, logits) are named and drawn full size, the
-# rest small and light (their hover still names them, a click still opens a head).
-LABEL_ALL = 40
-QUIET_COLOR = "#ced4da"
-ROW_PX = 40  # the graph's height per row of its tallest column, past the default height
-
-
 def edge_path(a, b, nodes) -> tuple[np.ndarray, np.ndarray]:
     """The points of an edge from node a to node b: the straight line, or where that passes
-    within NEAR of another of ``nodes`` ((k, 2) positions), an arc (a quadratic Bezier curve) peaking BEND,
-    -BEND, 2 BEND, ... 4 BEND off the line's middle, square to it: the first that keeps NEAR
-    from every other node, else whichever of them all (the line included) keeps farthest."""
+    within NEAR of another of ``nodes`` ((k, 2) positions), an arc (a quadratic Bezier curve)
+    peaking BEND, -BEND, 2 BEND, ... 4 BEND off the line's middle, square to it: the first
+    that keeps NEAR from every other node, else whichever of them all (the line included)
+    keeps farthest."""
     (x0, y0), (x1, y1) = a, b
     nodes = np.asarray(nodes, float).reshape(-1, 2)
     others = nodes[~(((nodes == a) | (nodes == b)).all(1))]
@@ -139,7 +138,7 @@ def edge_path(a, b, nodes) -> tuple[np.ndarray, np.ndarray]:
     start, end = line[0]
     control = (start + end) / 2 + 2 * BEND * PEAKS[:, None] * normal  # twice each peak
     paths = ((1 - t) ** 2 * start + 2 * t * (1 - t) * control[:, None] + t ** 2 * end)
-    clear = np.full(len(paths), np.inf)
+    clear = np.full(len(paths), np.inf)  # (those after the first clear one stay untried)
     for i, path in enumerate(paths):  # each against the nodes near its own extent
         lo, hi = path.min(0) - NEAR, path.max(0) + NEAR
         near = others[((others >= lo) & (others <= hi)).all(1)]
@@ -201,12 +200,10 @@ def circuit_figure(all_edges: pd.DataFrame, kept: pd.DataFrame, *, title: str = 
         px, py = edge_path(pos[e["sender"]], pos[e["receiver"]], places)
         inp = e["input"] or ""
         data = [e["sender"], e["receiver"], inp, float(e["score"])]
-        fig.add_trace(go.Scatter(  # the line: no hover, so a click reaches the nodes; the
-            # edge's data on its first point only (a line takes no clicks, and an arc's
-            # CURVE_POINTS copies of it cost plotly's checks more than the rest of the figure)
+        fig.add_trace(go.Scatter(  # the line: no hover, so a click reaches the nodes
             x=px.tolist(), y=py.tolist(), mode="lines", hoverinfo="skip",
             line=dict(color=edge_color(e["score"]), width=float(w), dash=DASH.get(inp, "solid")),
-            name="edge", showlegend=False, opacity=0.8, customdata=[data]))
+            name="edge", showlegend=False, opacity=0.8, customdata=[data] * len(px)))
         mid_x.append(float(px[len(px) // 2]) if len(px) > 2 else float(px.mean()))
         mid_y.append(float(py[len(py) // 2]) if len(py) > 2 else float(py.mean()))
         reach += [float(py.max()), float(py.min())]
