@@ -9,11 +9,13 @@ key/value groups (``decoder.1.self.kv0``, a diamond: the k and v inputs its head
 line per kept edge, blue when the edge carries the clean answer (score > 0), red when it works
 against it, its width growing with |score| (the largest kept |score| is MAX_WIDTH); a q input
 is a solid line, k dashed, v dotted. An edge is straight unless that line would run through
-another node (embed, the MLPs and logits share a row), then an arc clear of every node. Each
-edge's line carries ``customdata`` [sender, receiver, input, score] (no hover, so clicks reach
-the nodes), as does an invisible marker at its middle (its hover); each node's marker carries
-its component name, so a page can open a clicked head. Each node's short name stands above it
-as an annotation on a light background, so an edge that passes it does not cross it out.
+another node (embed, the MLPs and logits share a row), another node's name or a stronger
+edge, then the least bent arc clear of every node and, where one is, of the names and the
+stronger edges (EdgeRouter). Each edge's line carries ``customdata`` [sender, receiver,
+input, score] (no hover, so clicks reach the nodes), as does an invisible marker at its middle
+(its hover); each node's marker carries its component name, so a page can open a clicked head.
+Each node's short name stands above it as an annotation on a light background, so an edge
+that passes it does not cross it out.
 """
 
 from __future__ import annotations
@@ -39,10 +41,19 @@ DASH = {"q": "solid", "k": "dash", "v": "dot", "": "solid"}
 MLP_DX = 0.45  # an MLP sits this far right of its layer's heads
 # An edge whose straight line would run through another node (embed, the MLPs and logits share
 # the middle row: embed -> logits would hide embed -> MLP 1 and MLP 0 -> logits) is drawn as
-# an arc clear of every node (edge_path), of CURVE_POINTS points; NEAR: how close (in rows /
+# an arc clear of every node (EdgeRouter), of CURVE_POINTS points; NEAR: how close (in rows /
 # columns) a line may pass a node.
 BEND, NEAR, CURVE_POINTS = 0.3, 0.15, 13
 PEAKS = np.array([1, -1, 2, -2, 3, -3, 4, -4])  # the arcs tried, in BENDs off the line
+# An edge is also bent off a name it would cross and off a stronger edge it would run along
+# (embed -> logits hid embed -> MLP 1): APART, END and ALONG as EdgeRouter says; a name's box
+# in pixels (LABEL_LIFT_PX: its middle above its node, CHAR_PX a character's width), turned
+# into rows with the figure's height and into columns with LABEL_WIDTH_PX (the page sets the
+# figure's width: this is about the narrower of its two layouts).
+APART, END, ALONG = 0.1, 0.3, 2
+NAME_COST, ALONG_COST = 2, 5  # in BENDs: a path's cost is its bend, plus these where it hits
+SPACED = 200  # the strongest edges kept apart (past them a graph is a thicket: nodes, names)
+LABEL_LIFT_PX, LABEL_HALF_PX, CHAR_PX, LABEL_WIDTH_PX = 17, 7, 6.2, 700
 # Past LABEL_ALL nodes (GPT-2-small has 158) the names of all of them crowd out the circuit:
 # only the nodes the kept edges join (and embed, logits) are named and drawn full size, the
 # rest small and light (their hover still names them, a click still opens a head).
@@ -105,54 +116,112 @@ def node_positions(names: Sequence[str]) -> dict[str, tuple[float, float]]:
     return pos
 
 
+def _distances(paths: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """(m, k, segments): how far each of ``points`` (k, 2) lies from each segment of each
+    polyline of ``paths`` (m, points, 2)."""
+    a = paths[:, None, :-1]  # (m, 1, segments, 2)
+    d = paths[:, None, 1:] - a
+    p = points[None, :, None, :]  # (1, k, 1, 2)
+    t = np.clip(((p - a) * d).sum(-1) / np.maximum((d * d).sum(-1), 1e-12), 0, 1)
+    gap = a + t[..., None] * d - p
+    return np.sqrt((gap * gap).sum(-1))
+
+
 def _clearance(paths: np.ndarray, nodes: np.ndarray) -> np.ndarray:
     """How close each polyline of ``paths`` (m, points, 2) comes to any of ``nodes`` (k, 2):
     (m,) (inf where there are no nodes)."""
     if not len(nodes):
         return np.full(len(paths), np.inf)
-    a = paths[:, None, :-1]  # (m, 1, segments, 2)
-    d = paths[:, None, 1:] - a
-    p = nodes[None, :, None, :]  # (1, k, 1, 2)
-    t = np.clip(((p - a) * d).sum(-1) / np.maximum((d * d).sum(-1), 1e-12), 0, 1)
-    gap = a + t[..., None] * d - p
-    return np.sqrt((gap * gap).sum(-1)).min(axis=(1, 2))
+    return _distances(paths, nodes).min(axis=(1, 2))
+
+
+def _inside(points: np.ndarray, path: np.ndarray, margin: float) -> np.ndarray:
+    """The ``points`` within ``path``'s bounding box widened by ``margin``."""
+    lo, hi = path.min(0) - margin, path.max(0) + margin
+    return points[((points >= lo) & (points <= hi)).all(1)]
+
+
+class EdgeRouter:
+    """Draws edges one at a time, each as the cheapest of its straight line and its arcs (a
+    quadratic Bezier curve peaking BEND, -BEND, 2 BEND, ... 4 BEND off the line's middle,
+    square to it) that keeps NEAR from every node it does not join. A path costs its bend (0
+    for the line, 1..4), plus NAME_COST where it passes within ``label_gap`` of another
+    node's name (``labels``: points along each name, ``owners``: the position of the node
+    each names), plus ALONG_COST where it runs along an edge drawn before it: more than ALONG
+    of its points past END of its own ends (where edges of one node meet anyway) within APART
+    of that edge (a crossing is fine). Ties go to the first (the line, then up before down).
+    Where no path clears the nodes, whichever keeps farthest from them (the line included).
+    Route the strongest edge first: the others bend around it (the first SPACED edges
+    routed)."""
+
+    def __init__(self, nodes, labels=None, owners=None, label_gap: float = 0.0):
+        self.nodes = np.asarray(nodes, float).reshape(-1, 2)
+        self.labels = np.zeros((0, 2)) if labels is None else np.asarray(labels, float)
+        self.owners = np.zeros((0, 2)) if owners is None else np.asarray(owners, float)
+        self.label_gap = label_gap
+        self.drawn: list[np.ndarray] = []  # the edges so far, CURVE_POINTS points each
+        self.boxes = np.zeros((0, 2, 2))  # their bounding boxes (lo, hi)
+
+    def _alongside(self, path: np.ndarray, a: np.ndarray, b: np.ndarray) -> int:
+        """The most of ``path``'s points (CURVE_POINTS of them) past END of its ends that lie
+        within APART of one earlier edge."""
+        pts = path[(np.hypot(*(path - a).T) > END) & (np.hypot(*(path - b).T) > END)]
+        if not len(pts) or not self.drawn or len(self.drawn) >= SPACED:
+            return 0
+        lo, hi = pts.min(0) - APART, pts.max(0) + APART
+        near = np.nonzero(((self.boxes[:, 0] <= hi) & (self.boxes[:, 1] >= lo)).all(1))[0]
+        if not len(near):
+            return 0
+        close = _distances(np.stack([self.drawn[i] for i in near]), pts).min(-1) < APART
+        return int(close.sum(1).max())
+
+    def route(self, a, b) -> tuple[np.ndarray, np.ndarray]:
+        """The points (xs, ys) of the edge from node position a to node position b."""
+        a, b = np.asarray(a, float), np.asarray(b, float)
+        # (a node at a's x and b's y is not an end)
+        others = self.nodes[~((self.nodes == a).all(1) | (self.nodes == b).all(1))]
+        own = (self.owners == a).all(1) | (self.owners == b).all(1) if len(self.owners) else []
+        labels = self.labels[~np.asarray(own, bool)] if len(self.labels) else self.labels
+        t = np.linspace(0, 1, CURVE_POINTS)[:, None]
+        dense_line = (1 - t) * a + t * b
+        normal = np.array([-(b - a)[1], (b - a)[0]]) / float(np.hypot(*(b - a)))  # upward
+        control = (a + b) / 2 + 2 * BEND * PEAKS[:, None] * normal  # twice each peak
+        arcs = (1 - t[None]) ** 2 * a + 2 * t[None] * (1 - t[None]) * control[:, None] \
+            + t[None] ** 2 * b
+        paths = [np.stack([a, b]), *arcs]
+        bends = [0, *np.abs(PEAKS)]
+        costs, clear = [], []
+        for path, bend in zip(paths, bends):
+            if costs and bend >= min(costs):
+                break  # (the bends only grow: no later path costs less)
+            node = float(_clearance(path[None], _inside(others, path, NEAR))[0])
+            clear.append(node)
+            if node < NEAR:
+                costs.append(np.inf)
+                continue
+            named = float(_clearance(path[None], _inside(labels, path, self.label_gap))[0])
+            along = self._alongside(dense_line if len(path) == 2 else path, a, b) > ALONG
+            costs.append(bend + NAME_COST * (named < self.label_gap) + ALONG_COST * along)
+        if np.isfinite(min(costs)):
+            best = int(np.argmin(costs))
+        else:  # no path clears the nodes: the one farthest from them
+            clear += [float(_clearance(p[None], _inside(others, p, NEAR))[0])
+                      for p in paths[len(clear):]]
+            best = int(np.argmax(clear))
+        path = paths[best]
+        full = dense_line if len(path) == 2 else path
+        if len(self.drawn) < SPACED:
+            self.drawn.append(full)
+            self.boxes = np.concatenate([self.boxes, np.stack([full.min(0), full.max(0)])[None]])
+        return path[:, 0], path[:, 1]
 
 
 def edge_path(a, b, nodes) -> tuple[np.ndarray, np.ndarray]:
-    """The points of an edge from node a to node b: the straight line, or where that passes
-    within NEAR of another of ``nodes`` ((k, 2) positions), an arc (a quadratic Bezier curve)
-    peaking BEND, -BEND, 2 BEND, ... 4 BEND off the line's middle, square to it: the first
-    that keeps NEAR from every other node, else whichever of them all (the line included)
-    keeps farthest."""
-    (x0, y0), (x1, y1) = a, b
-    nodes = np.asarray(nodes, float).reshape(-1, 2)
-    others = nodes[~(((nodes == a) | (nodes == b)).all(1))]
-    line = np.array([[[x0, y0], [x1, y1]]], float)
-    lo, hi = line[0].min(0) - NEAR, line[0].max(0) + NEAR
-    far = float(_clearance(line, others[((others >= lo) & (others <= hi)).all(1)])[0])
-    if far >= NEAR:
-        return line[0, :, 0], line[0, :, 1]
-    t = np.linspace(0, 1, CURVE_POINTS)[None, :, None]
-    length = float(np.hypot(x1 - x0, y1 - y0))
-    normal = np.array([-(y1 - y0), x1 - x0]) / length  # upward for x1 > x0
-    start, end = line[0]
-    control = (start + end) / 2 + 2 * BEND * PEAKS[:, None] * normal  # twice each peak
-    paths = ((1 - t) ** 2 * start + 2 * t * (1 - t) * control[:, None] + t ** 2 * end)
-    clear = np.full(len(paths), np.inf)  # (those after the first clear one stay untried)
-    for i, path in enumerate(paths):  # each against the nodes near its own extent
-        lo, hi = path.min(0) - NEAR, path.max(0) + NEAR
-        near = others[((others >= lo) & (others <= hi)).all(1)]
-        clear[i] = _clearance(path[None], near)[0]
-        if clear[i] >= NEAR:
-            break
-    ok = np.nonzero(clear >= NEAR)[0]
-    if len(ok):
-        best = paths[ok[0]]
-    elif clear.max() > far:
-        best = paths[int(np.argmax(clear))]
-    else:
-        best = line[0]
-    return best[:, 0], best[:, 1]
+    """The points of an edge from node a to node b alone (``EdgeRouter`` without names or
+    other edges): the straight line, or where that passes within NEAR of another of
+    ``nodes`` ((k, 2) positions), the first arc that keeps NEAR from every other node, else
+    whichever of them all (the line included) keeps farthest."""
+    return EdgeRouter(nodes).route(a, b)
 
 
 def short_name(name: str) -> str:
@@ -181,6 +250,24 @@ def layer_columns(all_edges: pd.DataFrame) -> int:
     return len({round(x) for x, _ in node_positions(list(names)).values()}) - 2
 
 
+def _router(pos: dict, named: list[str], height: int) -> EdgeRouter:
+    """An EdgeRouter over the nodes at ``pos``, with the names of ``named`` (short_name, above
+    each node) as boxes in the figure's rows and columns: each a row of points across its
+    width, kept clear by half its height."""
+    xs, ys = zip(*pos.values()) if pos else ((0.0,), (0.0,))
+    rows_per_px = (max(ys) - min(ys) + 1.2) / max(1, height - 100)  # less title and legend
+    cols_per_px = (max(xs) - min(xs) + 0.8) / LABEL_WIDTH_PX
+    labels, owners = [], []
+    for n in named:
+        x, y = pos[n]
+        half = (CHAR_PX * len(short_name(n)) / 2 + 2) * cols_per_px
+        for dx in np.linspace(-half, half, 5):
+            labels.append((x + dx, y + LABEL_LIFT_PX * rows_per_px))
+            owners.append((x, y))
+    return EdgeRouter(list(pos.values()), np.array(labels).reshape(-1, 2),
+                      np.array(owners).reshape(-1, 2), LABEL_HALF_PX * rows_per_px)
+
+
 def circuit_figure(all_edges: pd.DataFrame, kept: pd.DataFrame, *, title: str = "",
                    height: int | None = None) -> go.Figure:
     """The graph of every component of ``all_edges`` (the model's graph, for the node layout)
@@ -194,10 +281,15 @@ def circuit_figure(all_edges: pd.DataFrame, kept: pd.DataFrame, *, title: str = 
     fig = go.Figure()
     kept = kept.reindex(kept["score"].abs().sort_values(kind="stable").index)  # strongest last
     widths = edge_widths(kept["score"])
-    places = np.array(list(pos.values()), float).reshape(-1, 2)
+    xs, ys = zip(*(pos[n] for n in names)) if names else ((), ())
+    rows = max(ys, default=0) - min(ys, default=0) + 1
+    height = height or max(460, int(60 + ROW_PX * rows))
+    router = _router(pos, [n for n, on in zip(names, loud) if on], height)
+    ends = list(zip(kept["sender"], kept["receiver"]))
+    paths = {i: router.route(pos[s], pos[r]) for i, (s, r) in reversed(list(enumerate(ends)))}
     mid_x, mid_y, mid_data, mid_text, reach = [], [], [], [], []
-    for (_i, e), w in zip(kept.iterrows(), widths):
-        px, py = edge_path(pos[e["sender"]], pos[e["receiver"]], places)
+    for i, ((_i, e), w) in enumerate(zip(kept.iterrows(), widths)):
+        px, py = paths[i]
         inp = e["input"] or ""
         data = [e["sender"], e["receiver"], inp, float(e["score"])]
         fig.add_trace(go.Scatter(  # the line: no hover, so a click reaches the nodes
@@ -214,7 +306,6 @@ def circuit_figure(all_edges: pd.DataFrame, kept: pd.DataFrame, *, title: str = 
         x=mid_x, y=mid_y, mode="markers", name="edge middles", showlegend=False,
         marker=dict(size=12, color="rgba(0,0,0,0)"), customdata=mid_data, hovertext=mid_text,
         hovertemplate="%{hovertext}<extra></extra>"))
-    xs, ys = zip(*(pos[n] for n in names)) if names else ((), ())
     shape = ["circle" if HEAD.match(n) else "diamond" if KV.match(n) else "square"
              for n in names]
     fig.add_trace(go.Scatter(
@@ -233,9 +324,8 @@ def circuit_figure(all_edges: pd.DataFrame, kept: pd.DataFrame, *, title: str = 
     for sign, color in ((_("carries the answer"), POSITIVE), (_("works against it"), NEGATIVE)):
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=sign,
                                  line=dict(color=color, width=3)))
-    rows = max(ys, default=0) - min(ys, default=0) + 1
     fig.update_layout(**layout_dict(title or _("Circuit: {n} edges").format(n=len(kept)),
-                                    height=height or max(460, int(60 + ROW_PX * rows)),
+                                    height=height,
                                     margin=dict(l=10, r=10, t=50, b=10)),
                       legend=dict(orientation="h", y=-0.02, yanchor="top"),
                       clickmode="event+select", dragmode=False, hovermode="closest")
