@@ -42,7 +42,8 @@ st.title(_("Head atlas"))
 st.caption(_("What each head does across many inputs: every head is scored on every example "
            "for eight roles (definitions in docs/ATLAS.md), and coloured by its dominant one. "
            "A head-patching run (`--task patching`) shows how much each head restores over a "
-           "dataset of clean / corrupted pairs."))
+           "dataset of clean / corrupted pairs, and a circuit run (`--task circuit`) which "
+           "edges between heads carry the answer over such pairs."))
 
 home = atlas_home()
 runs = [str(p) for p in recent_runs(home)]
@@ -63,7 +64,8 @@ state.to_url(atlas=path)
 if not path:
     st.info(_("Run an atlas above, or give the directory of a finished one "
             "(`python -m viz_core.atlas --model NAME --data FILE --out DIR`, or `--task "
-            "patching --pairs FILE` for head patching over pairs)."))
+            "patching --pairs FILE` for head patching over pairs, `--task circuit --pairs FILE` "
+            "for their circuit)."))
     state.stop()
 folder = Path(path).expanduser()
 if not deployment_policy().allow_local_paths and home.resolve() not in folder.resolve().parents:
