@@ -54,9 +54,9 @@ TARGETS = {"eap": 3.0, "eap-ig": 12.0}
 GPT2_VOCAB = 50_257  # GPT-2's own vocabulary (the rows of its embedding and unembedding)
 
 
-def _texts(model, n: int) -> tuple[str, str]:
+def _texts(model, n: int, word: int = 2) -> tuple[str, str]:
     """A clean text of exactly n tokens and a corrupted one of the same length (its third
-    word swapped for another of the corpus)."""
+    word, or its ``word``-th from 0, -1 the last, swapped for another of the corpus)."""
     from tests.support.hf_tiny import SENTENCES
 
     words = " ".join(SENTENCES * (n // 20 + 2))
@@ -64,8 +64,9 @@ def _texts(model, n: int) -> tuple[str, str]:
     clean = model.tokenizer.decode(ids)
     parts = clean.split(" ")
     for swap in ("cat", "dog", "mat", "the"):
-        if swap != parts[2]:
-            corrupted = " ".join(parts[:2] + [swap] + parts[3:])
+        if swap != parts[word]:
+            corrupted = " ".join(parts[:word % len(parts)] + [swap]
+                                 + parts[word % len(parts) + 1:])
             if len(model.tokenizer(corrupted)["input_ids"]) == len(ids):
                 return clean, corrupted
     raise RuntimeError("no corrupted text of the same length")
@@ -265,4 +266,20 @@ def run(quick: bool = False) -> list[dict]:
             rows += _method_rows(model, clean, corrupted, device, repeat,
                                  f"{shape} with a {vocab:,}-token vocabulary, {tokens} tokens",
                                  f"{label}, vocab {vocab}")
+            rows.append(_late_row(model, device, repeat, f"{shape} with a {vocab:,}-token "
+                                  f"vocabulary, {tokens} tokens", f"{label}, vocab {vocab}"))
     return rows
+
+
+def _late_row(model, device, repeat: int, what: str, label: str) -> dict:
+    """EAP on a pair that differs at its last word, against the trace: the positions before
+    the first difference carry no score (their senders are the same in both runs), so EAP
+    computes the receivers' gradients and the scores from there on."""
+    clean, corrupted = _texts(model, N_TOKENS, word=-1)
+    ctx = E.prepare(model, clean, corrupted, None, None, None)
+    first = E.first_difference(ctx.clean["decoder"], ctx.corrupted["decoder"])
+    ours, peer = paired(lambda: model.edge_attribution(clean, corrupted, method="eap"),
+                        lambda: model.trace(clean, max_new=0), repeat, device)
+    return ratio_row(f"edge_attribution eap, the pair differing at its last word, {what}",
+                     ours, peer, "our plain trace, same input", device, target=TARGETS["eap"],
+                     model=label, first_difference=first)

@@ -192,10 +192,14 @@ def test_edges():
     assert any(n.startswith("EAP gradients at the projections") for n in names)
     floor = [r for r in rows if r["name"].startswith("EAP's floor")]
     assert floor and all(r["ratio"] > 0 and r["eap_over_floor"] > 0 for r in floor)
-    methods = [r for r in rows if r["name"].startswith("edge_attribution")]
+    methods = [r for r in rows if r["name"].startswith("edge_attribution")
+               and "last word" not in r["name"]]
     assert len(methods) == 4 and all(r["cpu_ratio"] > 0 for r in methods)  # CPU s, same runs
+    late = [r for r in rows if "differing at its last word" in r["name"]]
+    assert len(late) == 1 and late[0]["ratio"] > 0 and late[0]["first_difference"] > 32
     # the second model: the same shape with a vocabulary of its own (GPT-2's in the full run)
-    vocab = [r for r in rows if "4,096-token vocabulary" in r["name"]]
+    vocab = [r for r in rows if "4,096-token vocabulary" in r["name"]
+             and "last word" not in r["name"]]
     assert [r["name"].split(",")[0] for r in vocab] == [
         "edge_attribution eap", "edge_attribution eap-ig (5 steps)", "EAP's floor: two plain "
         "forwards and one backward"] and vocab[0]["edges"] == methods[0]["edges"]

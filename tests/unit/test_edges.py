@@ -67,10 +67,18 @@ def _native(kind: str, linear: bool, seed: int = 1) -> NativeModel:
                        name="constructed")
 
 
-@pytest.mark.parametrize("kind", ["decoder-only", "encoder-decoder"])
-def test_eap_equals_exact_on_a_linear_model(kind):
+@pytest.mark.parametrize("kind,corrupted", [("decoder-only", "e b f d"),
+                                             ("decoder-only", "a b c e"),
+                                             ("encoder-decoder", "e b f d")])
+def test_eap_equals_exact_on_a_linear_model(kind, corrupted):
+    """(The second pair differs at its last token only: EAP and EAP-IG then skip the
+    positions before it, whose senders are the same in both runs.)"""
     model = _native(kind, linear=True)
-    clean, corrupted = "a b c d", "e b f d"
+    clean = "a b c d"
+    if corrupted == "a b c e":
+        ctx = E.prepare(model, clean, corrupted, None, None, None)
+        T = ctx.clean["decoder"].shape[1]  # (<bos> first)
+        assert E.first_difference(ctx.clean["decoder"], ctx.corrupted["decoder"]) == T - 1 > 0
     target = "a c b" if kind == "encoder-decoder" else None
     exact = model.edge_attribution(clean, corrupted, target=target, method="exact")
     eap = model.edge_attribution(clean, corrupted, target=target, method="eap")
@@ -160,6 +168,47 @@ def test_circuit_ranks_by_size(gpt2_exact):
     assert len(a.circuit(threshold=t)) >= 5
     assert (a.circuit(threshold=t)["score"].abs() >= t).all()
     assert len(a.circuit()) == len(a.edges)
+
+
+def test_first_difference():
+    a = torch.zeros(3, 5, 4)
+    assert E.first_difference(a, a.clone()) == 5  # no position differs
+    b = a.clone()
+    b[2, 3, 1] = 1e-30
+    b[1, 4, 0] = -1.0
+    assert E.first_difference(a, b) == 3  # the first position any sender differs at
+    b[0, 0, 3] = 2.0
+    assert E.first_difference(a, b) == 0
+
+
+@pytest.mark.parametrize("family", ["gpt2", "t5"])
+def test_positions_before_the_first_difference_are_skipped_exactly(tmp_path, gpt2, family,
+                                                                   monkeypatch):
+    """A pair that differs at its last word: EAP and EAP-IG compute the receivers'
+    gradients and the scores only from the first position where a sender's output differs
+    (GPT-2: that word; T5: the encoder reads the whole input both ways, so from 0, and the
+    decoder's teacher-forced target is the same). The same scores as every position, float32
+    both sides (first_difference forced to 0)."""
+    from tests.support.hf_tiny import make_tiny_t5
+
+    model = gpt2 if family == "gpt2" else vc.load(str(make_tiny_t5(tmp_path)), device="cpu",
+                                                  dtype="float32")
+    clean, corrupted = GPT2_CLEAN, GPT2_CLEAN.rsplit(" ", 1)[0] + " is"
+    ctx = E.prepare(model, clean, corrupted, None, None, None)
+    starts = {s: E.first_difference(ctx.clean[s], ctx.corrupted[s]) for s in ctx.clean}
+    if family == "gpt2":
+        assert starts["decoder"] == ctx.clean["decoder"].shape[1] - 1 > 0
+    else:
+        assert starts["encoder"] == 0
+    trimmed = {m: model.edge_attribution(clean, corrupted, method=m, steps=3)
+               for m in ("eap", "eap-ig")}
+    monkeypatch.setattr(E, "first_difference", lambda clean, corrupted: 0)
+    for m, ref in trimmed.items():
+        full = model.edge_attribution(clean, corrupted, method=m, steps=3)
+        scale = np.abs(full.edges["score"]).max()
+        assert scale > 0
+        np.testing.assert_allclose(ref.edges["score"], full.edges["score"], atol=1e-6 * scale,
+                                   err_msg=m)
 
 
 def test_eap_ig_with_one_step_is_eap(gpt2):

@@ -25,6 +25,11 @@ metric an edge carries, normalised by the gap (clean - corrupted metric):
 - ``eap-ig`` (Hanna et al., 2024): the gradient averaged over ``steps`` points on the line
   from the corrupted to the clean input embedding (alpha = 1/steps .. 1; steps=1 is EAP).
 
+A score is a sum over positions; before the first position at which any sender's output
+differs between the runs (``first_difference``: in a causal model, the first changed token)
+its terms are exactly 0, so EAP and EAP-IG compute the receivers' gradients and the products
+from there on (a pair that differs at its last word costs little more than its passes).
+
 ``EdgeAttribution.faithfulness(kept)`` runs the clean input with every edge outside ``kept``
 carrying its sender's corrupted-run output (the receivers of kept edges read the senders as
 they are in that very run): 1 = the clean metric, 0 = the corrupted one.
@@ -91,19 +96,23 @@ class Gradients(Plan):
         return [*self.zeros.values(), *((g, z) for g, _, parts in self.heads.values()
                                         for _, z, _, _ in parts)]
 
-    def input_gradients(self, grads: dict[int, torch.Tensor]):
-        """(group, (rows, T, d) gradient at each receiver's input, summed over the copies),
-        from the gradients at the zeros (``grads``: id(zero) -> gradient)."""
+    def input_gradients(self, grads: dict[int, torch.Tensor], start: dict[str, int]):
+        """(group, (rows, T', d) gradient at each receiver's input, summed over the copies),
+        from the gradients at the zeros (``grads``: id(zero) -> gradient), at the positions
+        from ``start[group.stack]`` on (T' of them: before it no sender's output differs
+        between the runs, so those positions add nothing to a score)."""
         for group, z in self.zeros.values():
             if id(z) in grads:
-                yield group, _copies_summed(grads[id(z)].transpose(0, 1))
+                yield group, _copies_summed(grads[id(z)][:, :, start[group.stack]:]
+                                            .transpose(0, 1))
         for group, read, parts in self.heads.values():
             if not any(id(z) in grads for _, z, _, _ in parts):
                 continue
+            t0 = start[group.stack]
             if _spec_holds(read):
-                yield group, _norm_vjp_closed(read, parts, grads)
+                yield group, _norm_vjp_closed(read, parts, grads, t0)
                 continue
-            x = read.x.detach()
+            x = read.x.detach()[:, t0:]
             B, T, d = x.shape
             rows = sum(z.shape[1] for _, z, _, _ in parts)
             at = torch.empty(rows, B * T, d, dtype=torch.float32, device=x.device)
@@ -111,7 +120,7 @@ class Gradients(Plan):
             for W, z, _, _ in parts:  # each head's gradient at its normed input: g_h W[h]
                 n, e = z.shape[1], z.shape[3]
                 if id(z) in grads:
-                    g = grads[id(z)].transpose(0, 1).reshape(n, B * T, e)
+                    g = grads[id(z)][:, :, t0:].transpose(0, 1).reshape(n, B * T, e)
                     torch.bmm(g, W.detach().float(), out=at[i:i + n])
                 else:
                     at[i:i + n] = 0
@@ -159,9 +168,9 @@ def _spec_holds(read) -> bool:
                     <= 1e-5 * (1 + h.abs().max()))
 
 
-def _norm_vjp_closed(read, parts, grads: dict[int, torch.Tensor]) -> torch.Tensor:
+def _norm_vjp_closed(read, parts, grads: dict[int, torch.Tensor], t0: int = 0) -> torch.Tensor:
     """The gradient at each head's input, summed over the copies b, in closed form: (rows,
-    T, d), from g_b at each head's q (k, v) (B, n, T, e).
+    T, d), from g_b at each head's q (k, v) (B, n, T, e); at the positions from t0 on.
 
     With x^ = (x - mean x) / s (LayerNorm; x / s for RMSNorm) and h = gain * x^ + bias, the
     vjp of u is (gain * u - mean(gain * u) - x^ mean(x^ * gain * u)) / s (RMSNorm: no middle
@@ -171,7 +180,7 @@ def _norm_vjp_closed(read, parts, grads: dict[int, torch.Tensor]) -> torch.Tenso
     is the head's y_b (read.h W + bias) less its bias and W (norm bias), already computed.
     """
     spec = read.spec
-    x = read.x.detach().float()
+    x = read.x.detach()[:, t0:].float()
     B, T, d = x.shape
     if spec.kind == "layer":  # spec.scale's s, from the centred x that x^ needs anyway
         # (torch.var's one-pass algorithm took twice as long: 1.46 against 0.66 ms on EAP-IG's
@@ -194,12 +203,12 @@ def _norm_vjp_closed(read, parts, grads: dict[int, torch.Tensor]) -> torch.Tenso
             o.zero_()
             continue
         W = W.detach().float()  # (n, e, d)
-        gs = grads[id(z)].float() / s[:, None]  # (B, n, T, e)
+        gs = grads[id(z)][:, :, t0:].float() / s[:, None]  # (B, n, T, e)
         G = gs.sum(0)  # (n, T, e)
         torch.bmm(G, W, out=o)  # W^T G (W as the model's weight lays it out, no copy)
         if gain is not None:
             o.mul_(gain)  # gain * W^T G
-        p = y.detach().float()  # W (gain * x^) = y - bias - W (norm bias)
+        p = y.detach()[:, :, t0:].float()  # W (gain * x^) = y - bias - W (norm bias)
         if bias is not None:
             p = p - bias.detach().float()[None, :, None]
         if spec.bias is not None:
@@ -314,6 +323,7 @@ def gradient_scores(ctx: Context, steps: int, projected: bool | None = None) -> 
     else:  # alpha = 1 (the clean run, copy 0 of the first batch) first
         alphas = torch.arange(steps, 0, -1, dtype=torch.float32) / steps
         batches = list(alphas.split(_chunk(ctx)))
+    start: dict[str, int] = {}
     for a in batches:
         plan = Gradients(ctx, a, projected)
         run = Pass(ctx, plan)
@@ -325,16 +335,26 @@ def gradient_scores(ctx: Context, steps: int, projected: bool | None = None) -> 
             leaves = [z for _, z in plan.leaves()]
             grads = torch.autograd.grad(m, leaves, allow_unused=True)
         found = {id(z): gr.detach() for z, gr in zip(leaves, grads) if gr is not None}
-        for group, gr in plan.input_gradients(found):  # (rows, T, d)
+        start = start or {s: first_difference(ctx.clean[s], ctx.corrupted[s]) for s in ctx.clean}
+        for group, gr in plan.input_gradients(found, start):  # (rows, T', d)
             key = g.groups.index(group)
             total[key] = gr if key not in total else total[key] + gr
     scores = np.zeros(g.valid.shape)
-    diff = {s: (ctx.clean[s] - ctx.corrupted[s]).flatten(1) for s in ctx.clean}  # (S, T d)
+    diff = {s: (ctx.clean[s][:, t0:] - ctx.corrupted[s][:, t0:]).flatten(1)
+            for s, t0 in start.items()}  # (S, T' d)
     for key, gr in total.items():
         group = g.groups[key]
         part = diff[group.stack][:group.n_senders] @ gr.flatten(1).T  # (n, rows)
         scores[g.senders_of(group), group.rows] = part.double().cpu().numpy()
     return scores / (steps * ctx.gap)
+
+
+def first_difference(clean: torch.Tensor, corrupted: torch.Tensor) -> int:
+    """The first position at which any sender's output (S, T, d) differs between the two runs
+    (T where none does). A causal model's positions before the first changed token compute
+    the same in both runs, so their terms of every score are exactly 0."""
+    differs = (clean != corrupted).flatten(2).any(2).any(0)  # (T,)
+    return int(differs.int().argmax()) if bool(differs.any()) else differs.shape[0]
 
 
 @torch.no_grad()
