@@ -27,6 +27,9 @@ sel = selection()
 st.title(_("Positional encoding"))
 st.latex(r"PE_{(pos,\,2i)} = \sin\!\left(\frac{pos}{10000^{2i/d_{model}}}\right),\qquad "
          r"PE_{(pos,\,2i+1)} = \cos\!\left(\frac{pos}{10000^{2i/d_{model}}}\right)")
+st.caption(_("The original Transformer's sinusoidal encoding (Vaswani et al., 2017). The "
+             "first tab shows this model's own encoding, whether learned, sinusoidal or "
+             "rotary."))
 
 tab_model, tab_formula, tab_compare = st.tabs([_("This model's encoding"), _("Formula explorer"),
                                                _("Sinusoidal vs rotary")])
