@@ -179,6 +179,20 @@ def test_first_difference():
     assert E.first_difference(a, b) == 3  # the first position any sender differs at
     b[0, 0, 3] = 2.0
     assert E.first_difference(a, b) == 0
+    # against the definition, elementwise: the first sender (the embedding) unchanged or
+    # changed later than another (a bidirectional stack), ties, nothing changed
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(300):
+        S, T = (int(v) for v in torch.randint(1, 8, (2,), generator=gen))
+        c = torch.randn(S, T, 3, generator=gen)
+        k = c.clone()
+        for _ in range(int(torch.randint(0, 4, (1,), generator=gen))):
+            s, t = int(torch.randint(S, (1,), generator=gen)), int(torch.randint(T, (1,),
+                                                                                  generator=gen))
+            k[s, t, 1] += 1.0
+        differs = (c != k).any(2).any(0)
+        want = int(differs.int().argmax()) if bool(differs.any()) else T
+        assert E.first_difference(c, k) == want
 
 
 @pytest.mark.parametrize("family", ["gpt2", "t5"])

@@ -352,9 +352,27 @@ def gradient_scores(ctx: Context, steps: int, projected: bool | None = None) -> 
 def first_difference(clean: torch.Tensor, corrupted: torch.Tensor) -> int:
     """The first position at which any sender's output (S, T, d) differs between the two runs
     (T where none does). A causal model's positions before the first changed token compute
-    the same in both runs, so their terms of every score are exactly 0."""
-    differs = (clean != corrupted).flatten(2).any(2).any(0)  # (T,)
-    return int(differs.int().argmax()) if bool(differs.any()) else differs.shape[0]
+    the same in both runs, so their terms of every score are exactly 0.
+
+    No sender differs later than the first (the embedding) does, so that is the bound; the
+    positions before it are compared whole (torch.equal stops at the first mismatch: a
+    bidirectional stack, whose every position differs, costs next to nothing), and where
+    they differ, a bisection finds the first. Comparing every element took 16 ms at GPT-2-
+    small's 157 senders x 64 positions (one thread); this, for a causal model, costs in
+    proportion to the positions before the change."""
+    T = clean.shape[1]
+    row = (clean[0] != corrupted[0]).any(-1)  # (T,) the first sender's own positions
+    bound = int(row.int().argmax()) if bool(row.any()) else T
+    if torch.equal(clean[:, :bound], corrupted[:, :bound]):
+        return bound
+    lo, hi = 0, bound  # positions [0, lo) agree everywhere; [0, hi) do not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if torch.equal(clean[:, :mid], corrupted[:, :mid]):
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 @torch.no_grad()
