@@ -156,8 +156,8 @@ class EdgeRouter:
 
     def __init__(self, nodes, labels=None, owners=None, label_gap: float = 0.0):
         self.nodes = np.asarray(nodes, float).reshape(-1, 2)
-        self.labels = np.zeros((0, 2)) if labels is None else np.asarray(labels, float)
-        self.owners = np.zeros((0, 2)) if owners is None else np.asarray(owners, float)
+        self.labels = np.asarray(np.zeros((0, 2)) if labels is None else labels, float)
+        self.owners = np.asarray(np.zeros((0, 2)) if owners is None else owners, float)
         self.label_gap = label_gap
         self.drawn: list[np.ndarray] = []  # the edges so far, CURVE_POINTS points each
         self.boxes = np.zeros((0, 2, 2))  # their bounding boxes (lo, hi)
@@ -180,8 +180,7 @@ class EdgeRouter:
         a, b = np.asarray(a, float), np.asarray(b, float)
         # (a node at a's x and b's y is not an end)
         others = self.nodes[~((self.nodes == a).all(1) | (self.nodes == b).all(1))]
-        own = (self.owners == a).all(1) | (self.owners == b).all(1) if len(self.owners) else []
-        labels = self.labels[~np.asarray(own, bool)] if len(self.labels) else self.labels
+        labels = self.labels[~((self.owners == a).all(1) | (self.owners == b).all(1))]
         t = np.linspace(0, 1, CURVE_POINTS)[:, None]
         dense_line = (1 - t) * a + t * b
         normal = np.array([-(b - a)[1], (b - a)[0]]) / float(np.hypot(*(b - a)))  # upward
@@ -202,12 +201,8 @@ class EdgeRouter:
             named = float(_clearance(path[None], _inside(labels, path, self.label_gap))[0])
             along = self._alongside(dense_line if len(path) == 2 else path, a, b) > ALONG
             costs.append(bend + NAME_COST * (named < self.label_gap) + ALONG_COST * along)
-        if np.isfinite(min(costs)):
-            best = int(np.argmin(costs))
-        else:  # no path clears the nodes: the one farthest from them
-            clear += [float(_clearance(p[None], _inside(others, p, NEAR))[0])
-                      for p in paths[len(clear):]]
-            best = int(np.argmax(clear))
+        # (the loop stops early only once a path clears the nodes: else every one was tried)
+        best = int(np.argmin(costs)) if np.isfinite(min(costs)) else int(np.argmax(clear))
         path = paths[best]
         full = dense_line if len(path) == 2 else path
         if len(self.drawn) < SPACED:
