@@ -277,7 +277,7 @@ def _late_row(model, device, repeat: int, what: str, label: str) -> dict:
     computes the receivers' gradients and the scores from there on."""
     clean, corrupted = _texts(model, N_TOKENS, word=-1)
     ctx = E.prepare(model, clean, corrupted, None, None, None)
-    first = E.first_difference(ctx.clean["decoder"], ctx.corrupted["decoder"])
+    first = E.first_difference(ctx.difference["decoder"])
     ours, peer = paired(lambda: model.edge_attribution(clean, corrupted, method="eap"),
                         lambda: model.trace(clean, max_new=0), repeat, device)
     return ratio_row(f"edge_attribution eap, the pair differing at its last word, {what}",

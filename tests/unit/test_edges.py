@@ -77,8 +77,8 @@ def test_eap_equals_exact_on_a_linear_model(kind, corrupted):
     clean = "a b c d"
     if corrupted == "a b c e":
         ctx = E.prepare(model, clean, corrupted, None, None, None)
-        T = ctx.clean["decoder"].shape[1]  # (<bos> first)
-        assert E.first_difference(ctx.clean["decoder"], ctx.corrupted["decoder"]) == T - 1 > 0
+        T = ctx.difference["decoder"].shape[1]  # (<bos> first)
+        assert E.first_difference(ctx.difference["decoder"]) == T - 1 > 0
     target = "a c b" if kind == "encoder-decoder" else None
     exact = model.edge_attribution(clean, corrupted, target=target, method="exact")
     eap = model.edge_attribution(clean, corrupted, target=target, method="eap")
@@ -172,13 +172,13 @@ def test_circuit_ranks_by_size(gpt2_exact):
 
 def test_first_difference():
     a = torch.zeros(3, 5, 4)
-    assert E.first_difference(a, a.clone()) == 5  # no position differs
+    assert E.first_difference(a - a.clone()) == 5  # no position differs
     b = a.clone()
     b[2, 3, 1] = 1e-30
     b[1, 4, 0] = -1.0
-    assert E.first_difference(a, b) == 3  # the first position any sender differs at
+    assert E.first_difference(b - a) == 3  # the first position any sender differs at
     b[0, 0, 3] = 2.0
-    assert E.first_difference(a, b) == 0
+    assert E.first_difference(b - a) == 0
     # against the definition, elementwise: the first sender (the embedding) unchanged or
     # changed later than another (a bidirectional stack), ties, nothing changed
     gen = torch.Generator().manual_seed(0)
@@ -192,7 +192,7 @@ def test_first_difference():
             k[s, t, 1] += 1.0
         differs = (c != k).any(2).any(0)
         want = int(differs.int().argmax()) if bool(differs.any()) else T
-        assert E.first_difference(c, k) == want
+        assert E.first_difference(c - k) == want
 
 
 @pytest.mark.parametrize("family", ["gpt2", "t5"])
@@ -209,14 +209,14 @@ def test_positions_before_the_first_difference_are_skipped_exactly(tmp_path, gpt
                                                   dtype="float32")
     clean, corrupted = GPT2_CLEAN, GPT2_CLEAN.rsplit(" ", 1)[0] + " is"
     ctx = E.prepare(model, clean, corrupted, None, None, None)
-    starts = {s: E.first_difference(ctx.clean[s], ctx.corrupted[s]) for s in ctx.clean}
+    starts = {s: E.first_difference(d) for s, d in ctx.difference.items()}
     if family == "gpt2":
-        assert starts["decoder"] == ctx.clean["decoder"].shape[1] - 1 > 0
+        assert starts["decoder"] == ctx.difference["decoder"].shape[1] - 1 > 0
     else:
         assert starts["encoder"] == 0
     trimmed = {m: model.edge_attribution(clean, corrupted, method=m, steps=3)
                for m in ("eap", "eap-ig")}
-    monkeypatch.setattr(E, "first_difference", lambda clean, corrupted: 0)
+    monkeypatch.setattr(E, "first_difference", lambda diff: 0)
     for m, ref in trimmed.items():
         full = model.edge_attribution(clean, corrupted, method=m, steps=3)
         scale = np.abs(full.edges["score"]).max()

@@ -148,7 +148,9 @@ class Plan:
     sender's output (else only the embeddings, for their shape)."""
 
     senders = True
-    first_copy = False  # True: keep the senders of copy 0 only
+    # True: keep copy 0 of the senders as ``Pass.parts`` (the context's corrupted run and
+    # difference); False: every copy's outputs in ``Pass.senders`` (faithfulness)
+    keep_parts = True
     # True (EAP, EAP-IG): the plan's ``head_zero`` is added to each head's projection (the
     # model's own q/k/v where ``_plain``); the receivers' gradients follow from it
     # (``input_gradients``) without a normed copy of the stream per head
@@ -175,7 +177,9 @@ class Pass:
 
     def __init__(self, ctx: Context, plan: Plan):
         self.ctx, self.plan = ctx, plan
-        self.senders: dict[str, list[torch.Tensor]] = {}  # stack -> (B|1, T, d) each
+        # stack -> (B|1, T, d) each: the embedding, and with ``keep_parts`` False every sender
+        self.senders: dict[str, list[torch.Tensor]] = {}
+        self.parts: dict[str, list[Part]] = {}  # stack -> copy 0 of its senders, in order
         self.read_in: dict[str, tuple] = {}  # block -> (x, norm(x), norm)
         self.encoder_out: torch.Tensor | None = None
 
@@ -209,13 +213,18 @@ class Pass:
             x = self.plan.widen(layer, x)
             if first:
                 self.senders.setdefault(stack, []).append(x)
+                if self.plan.senders and self.plan.keep_parts:
+                    self.parts.setdefault(stack, []).append(x[:1].detach().float())
             return x
         return edit
 
     def _keep(self, stack: str):
         def edit(out):
             if self.plan.senders:
-                self.senders[stack].append(out)
+                if self.plan.keep_parts:
+                    self.parts[stack].append(out[:1].detach().float())
+                else:
+                    self.senders[stack].append(out)
             return out
         return edit
 
@@ -225,8 +234,10 @@ class Pass:
         def edit(z):  # z (B, T, H, d_v) -> each head's write into the stream
             if not self.plan.senders:
                 return z
-            zs = (z[:1] if self.plan.first_copy else z).detach()
-            out = torch.einsum("bthv,hdv->hbtd", zs, W_O.to(z.dtype))
+            if self.plan.keep_parts:  # z, not the heads' outputs: see Heads
+                self.parts[stack].append(Heads(z[0].detach().to(torch.float32, copy=True), W_O))
+                return z
+            out = torch.einsum("bthv,hdv->hbtd", z.detach(), W_O.to(z.dtype))
             self.senders[stack].extend(out.unbind(0))
             return z
         return edit
@@ -320,15 +331,18 @@ def _plain(hw, which: int) -> bool:
 
 def _is_projection(given: torch.Tensor, h: torch.Tensor, W: torch.Tensor,
                    bias: torch.Tensor | None) -> bool:
-    """Whether the model's q (k, v) (B, heads, T, e) is h W + bias, checked at the last
-    position (a 1/T share of the projection): else the heads' are recomputed (as exact
-    patching does), so the gradients stay those of the graph's function."""
+    """Whether the model's q (k, v) (B, heads, T, e) is h W + bias, checked for the last head
+    at the last position (a 1 / (heads T) share of the projection: checking every head read
+    all of W once more, 5 ms of an EAP call at GPT-2-small's shape; a model that scales its
+    q does so for every head): else the heads' are recomputed (as exact patching does), so
+    the gradients stay those of the graph's function."""
+    heads = slice(W.shape[0] - 1, None)  # the last head (a view)
     with torch.no_grad():
-        y = torch.einsum("bd,hed->bhe", h[:, -1].float(), W.float())
+        y = torch.einsum("bd,hed->bhe", h[:, -1].float(), W[heads].float())
         if bias is not None:
-            y = y + bias.float()
+            y = y + bias[heads].float()
         tol = (1e-4 if given.dtype == torch.float32 else 2e-2) * (1 + float(y.abs().max()))
-        return bool((given[:, :, -1].float() - y).abs().max() <= tol)
+        return bool((given[:, heads, -1].float() - y).abs().max() <= tol)
 
 
 def _finish(hw, which: int, y: torch.Tensor) -> torch.Tensor:
@@ -346,11 +360,50 @@ def _finish(hw, which: int, y: torch.Tensor) -> torch.Tensor:
     return y
 
 
+# ---- the senders of a run ------------------------------------------------------------------
+@dataclass(frozen=True)
+class Heads:
+    """A block's heads as senders, copy 0 of a run: their z (T, H, d_v) float32 and W_O (H,
+    d, d_v); head h writes z[:, h] W_O[h]^T into the stream. Kept as z, the difference of two
+    runs' outputs is one product, (z - z') W_O, not two products and a subtraction of their
+    (H, T, d) outputs."""
+
+    z: torch.Tensor
+    W_O: torch.Tensor
+
+
+Part = torch.Tensor | Heads  # (1, T, d) float32: an embedding or an MLP's output; or a block
+
+
+def assemble(parts: list[Part], less: list[Part] | None = None) -> torch.Tensor:
+    """The senders' outputs (S, T, d) float32, in order; with ``less`` (the same senders of
+    another run) the difference parts - less."""
+    T, d = parts[0].shape[1:]
+    rows = sum(p.z.shape[1] if isinstance(p, Heads) else len(p) for p in parts)
+    out = torch.empty(rows, T, d, dtype=torch.float32, device=parts[0].device)
+    i = 0
+    for k, p in enumerate(parts):
+        if isinstance(p, Heads):
+            n, z = p.z.shape[1], p.z if less is None else p.z - less[k].z
+            torch.bmm(z.transpose(0, 1), p.W_O.detach().float().transpose(1, 2),
+                      out=out[i:i + n])  # (H, T, d_v) x (H, d_v, d)
+        elif less is None:
+            n = len(p)
+            out[i:i + n].copy_(p)
+        else:
+            n = len(p)
+            torch.sub(p, less[k], out=out[i:i + n])
+        i += n
+    return out
+
+
 # ---- one model and one pair ----------------------------------------------------------------
 @dataclass
 class Context:
-    """One model and one pair, ready for passes: the graph, the weights, the metric and the
-    senders' outputs of the clean and the corrupted run, per stack (S_stack, T, d)."""
+    """One model and one pair, ready for passes: the graph, the weights, the metric, the
+    corrupted run's senders (``corrupted_parts``; ``corrupted``: their outputs per stack,
+    (S_stack, T, d), made on first use) and ``difference``, the clean run's sender outputs
+    less the corrupted run's (None until the clean run)."""
 
     subject: PatchSubject
     graph: Graph
@@ -360,9 +413,10 @@ class Context:
     token: object = None
     against: object = None
     metric: Metric | None = None
-    clean: dict[str, torch.Tensor] | None = None
-    corrupted: dict[str, torch.Tensor] = field(default_factory=dict)
+    corrupted_parts: dict[str, list[Part]] = field(default_factory=dict)
+    difference: dict[str, torch.Tensor] | None = None
     corrupted_out: torch.Tensor | None = None
+    _corrupted: dict[str, torch.Tensor] | None = field(default=None, repr=False)
     m_clean: float = 0.0
     m_corrupted: float = 0.0
 
@@ -370,16 +424,35 @@ class Context:
     def gap(self) -> float:
         return self.m_clean - self.m_corrupted
 
+    @property
+    def corrupted(self) -> dict[str, torch.Tensor]:
+        """stack -> the corrupted run's sender outputs (S_stack, T, d) float32."""
+        if self._corrupted is None:
+            self._corrupted = {s: assemble(parts) for s, parts in self.corrupted_parts.items()}
+        return self._corrupted
+
+    @property
+    def clean(self) -> dict[str, torch.Tensor] | None:
+        """stack -> the clean run's sender outputs (S_stack, T, d) float32 (None before it)."""
+        if self.difference is None:
+            return None
+        return {s: self.corrupted[s] + d for s, d in self.difference.items()}
+
+    def corrupted_embed(self, stack: str) -> torch.Tensor:
+        """The corrupted run's embedding (T, d) of one stack."""
+        return self.corrupted_parts[stack][0][0]
+
     def width_per_copy(self) -> int:
         g = self.graph
-        extra = sum(len(gr.rows) * t.shape[1] * t.shape[2] for gr in g.groups
-                    for t in [self.corrupted[gr.stack]])
+        extra = sum(len(gr.rows) * t.shape[0] * t.shape[1] for gr in g.groups
+                    for t in [self.corrupted_embed(gr.stack)])
         return max(self.subject.width_per_copy, 1) + 2 * extra // max(1, len(self.layers))
 
-    def clean_readout(self, readout: torch.Tensor, senders: dict) -> None:
-        """The clean run's readout (one copy) and senders: the metric and its gap."""
+    def clean_readout(self, readout: torch.Tensor, parts: dict[str, list[Part]]) -> None:
+        """The clean run's readout (one copy) and senders (``Pass.parts``): the difference,
+        the metric and its gap."""
         readout = readout.detach()
-        self.clean = stacked(senders)
+        self.difference = {s: assemble(p, self.corrupted_parts[s]) for s, p in parts.items()}
         self.metric = make_metric(self.subject, readout, self.token, self.against)
         self.m_clean = float(self.metric.fn(readout)[0])
         self.m_corrupted = float(self.metric.fn(self.corrupted_out)[0])
@@ -393,10 +466,6 @@ class Context:
             raise InputError(N_("{err} ({unknown} words are not in this model's vocabulary and "
                                "read as the same unknown token in both texts.)"),
                                  err=err, unknown=unknown) from err
-
-
-def stacked(senders: dict) -> dict[str, torch.Tensor]:
-    return {s: torch.cat([t.detach().float()[:1] for t in ts]) for s, ts in senders.items()}
 
 
 def prepare(model, clean: str, corrupted: str, target, token, against,
@@ -424,8 +493,8 @@ def prepare(model, clean: str, corrupted: str, target, token, against,
     with torch.no_grad():
         p = Pass(ctx, Plan())
         ctx.corrupted_out = p.run("corrupted", 1)
-        ctx.corrupted = stacked(p.senders)
+        ctx.corrupted_parts = p.parts
         if run_clean:
             p = Pass(ctx, Plan())
-            ctx.clean_readout(p.run("clean", 1), p.senders)
+            ctx.clean_readout(p.run("clean", 1), p.parts)
     return ctx

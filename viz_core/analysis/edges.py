@@ -84,8 +84,7 @@ class Gradients(Plan):
         # False: a normed copy of the stream per head (the reference the tests compare with)
         self.projected = True if projected is None else projected
         self.heads: dict[int, tuple] = {}  # id(group) -> (group, Read, [(W, zero, y, bias)])
-        self.senders = ctx.clean is None  # this pass is also the clean run
-        self.first_copy = True  # of the senders, only the clean run's (copy 0) is used
+        self.senders = ctx.difference is None  # this pass is also the clean run (copy 0)
 
     def head_zero(self, group, which, y, bias, W, read):
         z = torch.zeros(y.shape, dtype=torch.float32, device=y.device, requires_grad=True)
@@ -100,7 +99,11 @@ class Gradients(Plan):
         """(group, (rows, T', d) gradient at each receiver's input, summed over the copies),
         from the gradients at the zeros (``grads``: id(zero) -> gradient), at the positions
         from ``start[group.stack]`` on (T' of them: before it no sender's output differs
-        between the runs, so those positions add nothing to a score)."""
+        between the runs, so those positions add nothing to a score). A heads' group's
+        gradients are written into one buffer that the next such group reuses: use each
+        before asking for the next (a fresh tensor of that size per layer cost page faults:
+        the allocator returns the memory between calls)."""
+        buffer = None
         for group, z in self.zeros.values():
             if id(z) in grads:
                 yield group, _copies_summed(grads[id(z)][:, :, start[group.stack]:]
@@ -110,7 +113,12 @@ class Gradients(Plan):
                 continue
             t0 = start[group.stack]
             if _spec_holds(read):
-                yield group, _norm_vjp_closed(read, parts, grads, t0)
+                rows = sum(z.shape[1] for _, z, _, _ in parts)
+                x = read.x
+                size = rows * (x.shape[1] - t0) * x.shape[2]
+                if buffer is None or buffer.numel() < size:
+                    buffer = torch.empty(size, dtype=torch.float32, device=x.device)
+                yield group, _norm_vjp_closed(read, parts, grads, t0, buffer[:size])
                 continue
             x = read.x.detach()[:, t0:]
             B, T, d = x.shape
@@ -130,7 +138,7 @@ class Gradients(Plan):
     def embed(self, stack, x):
         if self.alphas is None:
             return x
-        corr = self.ctx.corrupted[stack][0].to(x.dtype)
+        corr = self.ctx.corrupted_embed(stack).to(x.dtype)
         a = self.alphas.to(x.device, x.dtype)[:, None, None]
         return torch.where(a == 1, x, corr + a * (x - corr))  # alpha 1: the clean run, exactly
 
@@ -158,19 +166,21 @@ def _norm_vjp(norm, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
 
 def _spec_holds(read) -> bool:
     """Whether the norm's NormSpec gives the model's own normed input (float32), checked on
-    the first copy (the formula and its parameters are the same for every copy: EAP-IG's
-    five copies cost five times the check for nothing)."""
+    the first copy's last position (the formula and its parameters are the same for every
+    copy and position: checking them all cost 3 ms of an EAP call at GPT-2-small's shape)."""
     if read.spec is None or read.x.dtype != torch.float32 or read.h.dtype != torch.float32:
         return False
     with torch.no_grad():
-        h = read.h.detach()[:1]
-        return bool((read.spec(read.x.detach()[:1]) - h).abs().max()
+        h = read.h.detach()[:1, -1:]
+        return bool((read.spec(read.x.detach()[:1, -1:]) - h).abs().max()
                     <= 1e-5 * (1 + h.abs().max()))
 
 
-def _norm_vjp_closed(read, parts, grads: dict[int, torch.Tensor], t0: int = 0) -> torch.Tensor:
+def _norm_vjp_closed(read, parts, grads: dict[int, torch.Tensor], t0: int = 0,
+                     out: torch.Tensor | None = None) -> torch.Tensor:
     """The gradient at each head's input, summed over the copies b, in closed form: (rows,
-    T, d), from g_b at each head's q (k, v) (B, n, T, e); at the positions from t0 on.
+    T, d), from g_b at each head's q (k, v) (B, n, T, e); at the positions from t0 on
+    (written into ``out``'s storage where given).
 
     With x^ = (x - mean x) / s (LayerNorm; x / s for RMSNorm) and h = gain * x^ + bias, the
     vjp of u is (gain * u - mean(gain * u) - x^ mean(x^ * gain * u)) / s (RMSNorm: no middle
@@ -178,6 +188,9 @@ def _norm_vjp_closed(read, parts, grads: dict[int, torch.Tensor], t0: int = 0) -
     the one (heads, T, e) x (e, d) product per head: sum_b gain * W^T g_b / s_b; the middle
     term is G . (W gain) / d with G = sum_b g_b / s_b; the last reads W (gain * x^_b), which
     is the head's y_b (read.h W + bias) less its bias and W (norm bias), already computed.
+    With one copy (EAP) both are read off v = gain * W^T G itself, mean(v) and x^ . v / d,
+    and taken off together: per position, one (heads, d) x (d, 2) product and one (heads, 2)
+    x (2, d), instead of two products with W and two passes over v.
     """
     spec = read.spec
     x = read.x.detach()[:, t0:].float()
@@ -192,8 +205,13 @@ def _norm_vjp_closed(read, parts, grads: dict[int, torch.Tensor], t0: int = 0) -
         s = spec.scale(x)
         xhat = x / s
     gain = None if spec.weight is None else spec.weight.detach().float()
+    if B == 1:  # per position: what is taken off v (rows 1 and x^, or x^ alone) ...
+        K = xhat[0, :, None] if spec.kind != "layer" else \
+            torch.stack([torch.ones_like(xhat[0]), xhat[0]], 1)  # (T, k, d)
+        M = K.transpose(1, 2) / d  # ... and how much: v . M (T, d, k)
     rows = sum(z.shape[1] for _, z, _, _ in parts)
-    out = torch.empty(rows, T, d, dtype=torch.float32, device=x.device)
+    out = torch.empty(rows, T, d, dtype=torch.float32, device=x.device) if out is None \
+        else out.view(rows, T, d)
     i = 0
     for W, z, y, bias in parts:
         n = z.shape[1]
@@ -208,6 +226,10 @@ def _norm_vjp_closed(read, parts, grads: dict[int, torch.Tensor], t0: int = 0) -
         torch.bmm(G, W, out=o)  # W^T G (W as the model's weight lays it out, no copy)
         if gain is not None:
             o.mul_(gain)  # gain * W^T G
+        if B == 1:
+            oT = o.transpose(0, 1)  # (T, n, d), a view
+            oT.baddbmm_(torch.bmm(oT, M), K, alpha=-1)
+            continue
         p = y.detach()[:, :, t0:].float()  # W (gain * x^) = y - bias - W (norm bias)
         if bias is not None:
             p = p - bias.detach().float()[None, :, None]
@@ -217,10 +239,7 @@ def _norm_vjp_closed(read, parts, grads: dict[int, torch.Tensor], t0: int = 0) -
         if spec.kind == "layer":
             wg = W.sum(-1) if gain is None else W @ gain  # (n, e)
             o.sub_((G * wg[:, None]).sum(-1, keepdim=True) / d)
-        if B == 1:  # in place, no (n, T, d) temporary
-            o.addcmul_(c[0, :, :, None], xhat[0], value=-1)
-        else:
-            o.sub_(torch.einsum("bnt,btd->ntd", c, xhat))
+        o.sub_(torch.einsum("bnt,btd->ntd", c, xhat))
     return out
 
 
@@ -250,15 +269,17 @@ class EdgePatches(Plan):
     def delta(self, group, run):
         if group is not self.group:
             return None
-        diff = self.ctx.corrupted[group.stack] - self.ctx.clean[group.stack]  # (S, T, d)
+        diff = self.ctx.difference[group.stack]  # (S, T, d) clean - corrupted
         out = diff.new_zeros(len(self.pairs), len(group.rows), *diff.shape[1:])
         i, s, r = (torch.tensor(c, device=out.device) for c in zip(*self.index))
-        out[i, r] = diff[s]
+        out[i, r] = -diff[s]  # the sender's corrupted output, less its clean one
         return out
 
 
 class Removed(Plan):
     """Copy b: every edge with removed[b, s, r] reads its sender's corrupted output."""
+
+    keep_parts = False  # reads every copy's sender outputs (run.senders)
 
     def __init__(self, ctx: Context, removed: torch.Tensor):
         self.ctx, self.removed = ctx, removed  # float (B, S, R)
@@ -317,7 +338,7 @@ def gradient_scores(ctx: Context, steps: int, projected: bool | None = None) -> 
     clean run gets it from the first gradient pass's alpha = 1 copy, which is that run.
     ``projected``: the heads' gradients at their projections (``Gradients``; None: yes)."""
     g = ctx.graph
-    total: dict[int, torch.Tensor] = {}
+    scores = np.zeros(g.valid.shape)
     if steps == 1:
         batches = [None]
     else:  # alpha = 1 (the clean run, copy 0 of the first batch) first
@@ -329,49 +350,57 @@ def gradient_scores(ctx: Context, steps: int, projected: bool | None = None) -> 
         run = Pass(ctx, plan)
         with torch.enable_grad():
             readout = run.run("clean", 1 if a is None else len(a))
-            if ctx.clean is None:
-                ctx.clean_readout(readout[:1], run.senders)
+            if ctx.difference is None:
+                ctx.clean_readout(readout[:1], run.parts)
             m = ctx.metric.fn(readout).sum()
             leaves = [z for _, z in plan.leaves()]
             grads = torch.autograd.grad(m, leaves, allow_unused=True)
         found = {id(z): gr.detach() for z, gr in zip(leaves, grads) if gr is not None}
-        start = start or {s: first_difference(ctx.clean[s], ctx.corrupted[s]) for s in ctx.clean}
+        if not start:
+            start = {s: first_difference(d) for s, d in ctx.difference.items()}
+            diff = {s: ctx.difference[s][:, t0:].flatten(1)  # (S, T' d), a view
+                    for s, t0 in start.items()}
+        # a score is linear in the receiver's gradient: each batch's part adds up
+        singles: dict[str, list] = {}  # stack -> [(group, its one receiver's (1, T' d))]
         for group, gr in plan.input_gradients(found, start):  # (rows, T', d)
-            key = g.groups.index(group)
-            total[key] = gr if key not in total else total[key] + gr
-    scores = np.zeros(g.valid.shape)
-    diff = {s: (ctx.clean[s][:, t0:] - ctx.corrupted[s][:, t0:]).flatten(1)
-            for s, t0 in start.items()}  # (S, T' d)
-    for key, gr in total.items():
-        group = g.groups[key]
-        part = diff[group.stack][:group.n_senders] @ gr.flatten(1).T  # (n, rows)
-        scores[g.senders_of(group), group.rows] = part.double().cpu().numpy()
+            if len(group.rows) == 1:  # an MLP, the logits: one product per stack (below)
+                singles.setdefault(group.stack, []).append((group, gr.reshape(1, -1)))
+                continue
+            part = diff[group.stack][:group.n_senders] @ gr.flatten(1).T  # (n, rows)
+            scores[g.senders_of(group), group.rows] += part.double().cpu().numpy()
+        for stack, items in singles.items():  # reads the senders once, not once per MLP
+            n = max(group.n_senders for group, _ in items)
+            part = (diff[stack][:n] @ torch.cat([t for _, t in items]).T).double().cpu().numpy()
+            for j, (group, _) in enumerate(items):
+                scores[g.senders_of(group), group.rows[0]] += part[:group.n_senders, j]
     return scores / (steps * ctx.gap)
 
 
-def first_difference(clean: torch.Tensor, corrupted: torch.Tensor) -> int:
-    """The first position at which any sender's output (S, T, d) differs between the two runs
-    (T where none does). A causal model's positions before the first changed token compute
-    the same in both runs, so their terms of every score are exactly 0.
+def first_difference(diff: torch.Tensor) -> int:
+    """The first position at which any sender's output differs between the two runs, from
+    their difference (S, T, d) (T where none does). A causal model's positions before the
+    first changed token compute the same in both runs, so their terms of every score are
+    exactly 0.
 
     No sender differs later than the first (the embedding) does, so that is the bound; the
-    positions before it are compared whole (torch.equal stops at the first mismatch: a
-    bidirectional stack, whose every position differs, costs next to nothing), and where
-    they differ, a bisection finds the first. Comparing every element took 16 ms at GPT-2-
-    small's 157 senders x 64 positions (one thread); this, for a causal model, costs in
-    proportion to the positions before the change."""
-    T = clean.shape[1]
-    row = (clean[0] != corrupted[0]).any(-1)  # (T,) the first sender's own positions
+    positions before it are checked whole, position 0 first (a bidirectional stack differs
+    everywhere after its first layer), then by bisection. Checking every position took 16
+    ms at GPT-2-small's 157 senders x 64 positions (one thread); this, for a causal model,
+    costs in proportion to the positions before the change."""
+    T = diff.shape[1]
+    row = diff[0].ne(0).any(-1)  # (T,) the first sender's own positions
     bound = int(row.int().argmax()) if bool(row.any()) else T
-    if torch.equal(clean[:, :bound], corrupted[:, :bound]):
+    if bound == 0 or bool(diff[:, :1].any()):
+        return 0
+    if not bool(diff[:, :bound].any()):
         return bound
-    lo, hi = 0, bound  # positions [0, lo) agree everywhere; [0, hi) do not
+    lo, hi = 1, bound  # positions [0, lo) agree everywhere; [0, hi) do not
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if torch.equal(clean[:, :mid], corrupted[:, :mid]):
-            lo = mid
-        else:
+        if bool(diff[:, :mid].any()):
             hi = mid
+        else:
+            lo = mid
     return lo
 
 
