@@ -114,7 +114,10 @@ def seed_box_findings(tab, server, errors, shots: Path) -> list[str]:
     box = tab.locator("[data-testid='stExpander']", has_text="follows the adjective")
     text = box.inner_text()
     assert "parce qu'il était trop fatigué" in text and "parce qu'elle était" in text, text
-    assert box.locator(".js-plotly-plot").count() == 1
+    chart = box.locator(".js-plotly-plot")  # it can mount after the text: a loaded CI
+    chart.first.wait_for(state="attached", timeout=90_000)  # machine counted 0 before it did
+    settle(tab)  # and drawn
+    assert chart.count() == 1
     box.screenshot(path=str(shots / "it-follows-the-adjective.png"))
     return [f"en-fr / it follows the adjective: {f}" for f in page_findings(tab)]
 
