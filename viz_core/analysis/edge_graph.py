@@ -383,15 +383,14 @@ def assemble(parts: list[Part], less: list[Part] | None = None) -> torch.Tensor:
     out = torch.empty(rows, T, d, dtype=torch.float32, device=parts[0].device)
     i = 0
     for k, p in enumerate(parts):
+        n = p.z.shape[1] if isinstance(p, Heads) else len(p)
         if isinstance(p, Heads):
-            n, z = p.z.shape[1], p.z if less is None else p.z - less[k].z
+            z = p.z if less is None else p.z - less[k].z
             torch.bmm(z.transpose(0, 1), p.W_O.detach().float().transpose(1, 2),
                       out=out[i:i + n])  # (H, T, d_v) x (H, d_v, d)
         elif less is None:
-            n = len(p)
             out[i:i + n].copy_(p)
         else:
-            n = len(p)
             torch.sub(p, less[k], out=out[i:i + n])
         i += n
     return out
