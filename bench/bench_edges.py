@@ -142,23 +142,26 @@ def _tl_runner(folder: str, clean: str, corrupted: str, pairs, graph):
 
 def _floor(model, clean: str, corrupted: str):
     """The passes EAP cannot do without, on the model's own Hugging Face module (no recorder,
-    nothing per edge): the corrupted ids forward without grad; the clean ids forward with
-    their input embeddings requiring grad, then the gradient of the last position's top logit
-    to those embeddings (the backward runs through every layer, as EAP's must to reach layer
-    0's inputs). Both compute the logits of the last position only, as EAP's runs do."""
+    nothing per edge): the corrupted ids forward without grad, up to the final stream (its
+    metric is read off that stream: no logits); the clean ids forward with their input
+    embeddings requiring grad, the last position's logits (the metric's token is the top
+    one), then the gradient of that token's logit to those embeddings through its row of W_U
+    (the backward runs through every layer, as EAP's must to reach layer 0's inputs). EAP's
+    runs do the same."""
     hf = model.hf_model
     device = next(hf.parameters()).device
     ids = [torch.tensor([model.tokenizer(t)["input_ids"]], device=device)
            for t in (clean, corrupted)]
-    embed = hf.get_input_embeddings()
+    embed, head = hf.get_input_embeddings(), hf.get_output_embeddings()
 
     def passes():
         with torch.no_grad():
-            hf(input_ids=ids[1], logits_to_keep=1)
+            hf.base_model(input_ids=ids[1])
         with torch.enable_grad():
             x = embed(ids[0]).detach().requires_grad_()
-            logits = hf(inputs_embeds=x, logits_to_keep=1).logits[0, -1]
-            return torch.autograd.grad(logits.max(), x)[0]
+            final = hf.base_model(inputs_embeds=x).last_hidden_state[0, -1]  # normed
+            top = int(head(final.detach()).argmax())
+            return torch.autograd.grad(final @ head.weight[top], x)[0]
 
     return passes
 

@@ -292,6 +292,70 @@ def _same_scores(model, refs: dict) -> None:
                                    err_msg=m)
 
 
+@pytest.mark.parametrize("family", ["gpt2", "llama", "t5", "native"])
+def test_metric_read_off_the_final_stream_has_the_models_gradient(tmp_path, gpt2, family):
+    """EAP's backward reads the metric off the final stream through the final norm and the
+    metric's rows of W_U (``head_values``), not through the model's whole unembedding: the
+    same values as the model's own logits (our float32 norm and rows against Hugging Face's
+    LayerNorm / RMSNorm and lm_head, or our native generator: ~1e-5) and the same gradient
+    at every receiver (GPT-2: LayerNorm and tied W_U; Llama: RMSNorm; T5: its decoder output
+    scaled before the tied head; ours: a generator with a bias), on two copies at once. A
+    head that is more than that (here W_U wrongly doubled) is caught by the value check and
+    the gradient goes through the model's readout."""
+    from tests.support.hf_tiny import make_tiny_t5
+    from tests.support.hf_tiny_modern import make_tiny
+    from viz_core.analysis.edge_graph import Pass
+
+    if family == "native":
+        model, clean, corrupted = _native("decoder-only", linear=False), "a b c d", "e b f d"
+    else:
+        model = gpt2 if family == "gpt2" else vc.load(
+            str(make_tiny_t5(tmp_path) if family == "t5" else make_tiny(family, tmp_path)),
+            device="cpu", dtype="float32")
+        clean, corrupted = GPT2_CLEAN, GPT2_CORRUPTED
+    against = "the" if family != "native" else "c"
+    ctx = E.prepare(model, clean, corrupted, None, None, against)
+    assert ctx.head is not None and len(ctx.metric.ids) == 2
+
+    def gradients(unembedding=None):
+        if unembedding is not None:
+            ctx.head = (ctx.head[0], unembedding)
+        plan = E.Gradients(ctx, torch.tensor([1.0, 0.5]))
+        run = Pass(ctx, plan)
+        with torch.enable_grad():
+            readout = run.run("clean", 2)
+            leaves = [z for _, z in plan.leaves()]
+            own = ctx.head_values(run.final)
+            m = ctx.metric.fn(readout)
+            picked = ctx.head_metric(readout, run.final)
+            theirs = torch.autograd.grad(m.sum(), leaves, retain_graph=True, allow_unused=True)
+            ours = torch.autograd.grad(picked, leaves, allow_unused=True)
+        assert [a is None for a in ours] == [b is None for b in theirs]
+        scale = max(float(b.abs().max()) for b in theirs if b is not None)
+        assert scale > 0
+        for a, b in zip(ours, theirs):
+            if a is not None:  # relative to the largest gradient at any receiver
+                torch.testing.assert_close(a, b, atol=1e-5 * scale, rtol=0)
+        return own.detach(), m.detach()
+
+    own, m = gradients()
+    assert own.shape == (2,) and float((own - m).abs().max()) <= 1e-5 * (1 + float(m.abs().max()))
+    # the corrupted run stopped at its final stream; its metric read off it is the model's
+    assert ctx.corrupted_out is None
+    with torch.no_grad():
+        theirs = float(ctx.metric.fn(Pass(ctx, E.Plan()).run("corrupted", 1))[0])
+    assert ctx.m_corrupted == pytest.approx(theirs, abs=1e-5 * (1 + abs(theirs)))
+    w_u, b_u = ctx.head[1]()
+    own, m = gradients(lambda: (2 * w_u, b_u))
+    assert float((own - m).abs().max()) > 1e-3  # the check does catch it
+    # ... and EAP then runs the corrupted input again for its readout
+    wrong = E.prepare(model, clean, corrupted, None, None, against, run_clean=False)
+    wrong.head = ctx.head
+    E.gradient_scores(wrong, 1)
+    assert wrong.corrupted_out is not None
+    assert wrong.m_corrupted == pytest.approx(theirs, abs=1e-6 * (1 + abs(theirs)))
+
+
 def test_heads_recomputed_where_the_models_qkv_is_not_the_projection(gpt2, monkeypatch):
     """A q (k, v) that is not h W + b at the last position (a model scaling q before
     attention, say) is not where the zeros go: the heads' projections are recomputed, with

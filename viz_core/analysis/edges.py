@@ -351,8 +351,8 @@ def gradient_scores(ctx: Context, steps: int, projected: bool | None = None) -> 
         with torch.enable_grad():
             readout = run.run("clean", 1 if a is None else len(a))
             if ctx.difference is None:
-                ctx.clean_readout(readout[:1], run.parts)
-            m = ctx.metric.fn(readout).sum()
+                ctx.clean_readout(readout[:1], run.parts, run.final[:1])
+            m = ctx.head_metric(readout, run.final)
             leaves = [z for _, z in plan.leaves()]
             grads = torch.autograd.grad(m, leaves, allow_unused=True)
         found = {id(z): gr.detach() for z, gr in zip(leaves, grads) if gr is not None}
@@ -437,7 +437,7 @@ def faithfulness_of(ctx: Context, kept: np.ndarray, chunk: int | None = None) ->
     step = chunk or _chunk(ctx)
     out = []
     for b in range(0, len(removed), step):
-        rm = removed[b:b + step].float().to(ctx.corrupted_out.device)
+        rm = removed[b:b + step].float().to(ctx.corrupted_final.device)
         m = ctx.metric.fn(Pass(ctx, Removed(ctx, rm)).run("clean", len(rm)))
         out.append((m.double().cpu().numpy() - ctx.m_corrupted) / ctx.gap)
     return np.concatenate(out)

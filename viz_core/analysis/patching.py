@@ -212,6 +212,8 @@ class Metric:
     token: str
     against: str | None
     fn: Callable[[torch.Tensor], torch.Tensor]  # readout (n, ...) -> (n,)
+    # the logit's token id, or (token, against) for a difference; () for the cosine
+    ids: tuple[int, ...] = ()
 
 
 # The metric's name, in the results (English) and on the pages (translated)
@@ -250,13 +252,13 @@ def make_metric(subject: PatchSubject, clean_readout: torch.Tensor, token, again
 
         def logit(x):
             return x[:, tok].float()
-        return Metric(name, t_label, None, logit)
+        return Metric(name, t_label, None, logit, (tok,))
     a_label = subject.token_label(alt)
 
     def diff(x):
         return x[:, tok].float() - x[:, alt].float()
     return Metric(Message(METRIC_DIFF, token=repr(t_label), against=repr(a_label), position=pos),
-                  t_label, a_label, diff)
+                  t_label, a_label, diff, (tok, alt))
 
 
 # ---- activation patching -------------------------------------------------------------------
