@@ -437,7 +437,7 @@ def faithfulness_of(ctx: Context, kept: np.ndarray, chunk: int | None = None) ->
     step = chunk or _chunk(ctx)
     out = []
     for b in range(0, len(removed), step):
-        rm = removed[b:b + step].float().to(ctx.corrupted_final.device)
+        rm = removed[b:b + step].float().to(ctx.corrupted_embed("decoder").device)
         m = ctx.metric.fn(Pass(ctx, Removed(ctx, rm)).run("clean", len(rm)))
         out.append((m.double().cpu().numpy() - ctx.m_corrupted) / ctx.gap)
     return np.concatenate(out)
