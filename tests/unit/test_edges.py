@@ -356,6 +356,37 @@ def test_metric_read_off_the_final_stream_has_the_models_gradient(tmp_path, gpt2
     assert wrong.m_corrupted == pytest.approx(theirs, abs=1e-6 * (1 + abs(theirs)))
 
 
+def test_a_pass_without_a_final_stream_reads_the_models_logits(gpt2, monkeypatch):
+    """Where a pass keeps no final stream (a model whose last layer does not report it), the
+    corrupted run goes on to its logits and the backward goes through them: the same EAP
+    scores and faithfulness as read off the stream (the model's head against our float32
+    norm and rows, ~1e-5)."""
+    from viz_core.analysis import edge_graph as G
+
+    ref = gpt2.edge_attribution(GPT2_CLEAN, GPT2_CORRUPTED, method="eap")
+    kept = ref.circuit(top=10)
+    original = G.Pass._final
+
+    def final(self, group):
+        edit = original(self, group)
+
+        def unreported(x):
+            stop, self.plan.stop_at_final = self.plan.stop_at_final, False
+            try:
+                return edit(x)
+            finally:
+                self.plan.stop_at_final, self.final = stop, None
+        return unreported
+
+    monkeypatch.setattr(G.Pass, "_final", final)
+    a = gpt2.edge_attribution(GPT2_CLEAN, GPT2_CORRUPTED, method="eap")
+    assert a.context.corrupted_out is not None and a.context.corrupted_final is None
+    scale = np.abs(ref.edges["score"]).max()
+    np.testing.assert_allclose(a.edges["score"], ref.edges["score"], atol=1e-5 * scale)
+    assert a.corrupted == pytest.approx(ref.corrupted, abs=1e-5 * (1 + abs(ref.corrupted)))
+    assert a.faithfulness(kept) == pytest.approx(ref.faithfulness(kept), abs=1e-4)
+
+
 def test_heads_recomputed_where_the_models_qkv_is_not_the_projection(gpt2, monkeypatch):
     """A q (k, v) that is not h W + b at the last position (a model scaling q before
     attention, say) is not where the zeros go: the heads' projections are recomputed, with

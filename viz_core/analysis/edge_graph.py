@@ -443,6 +443,7 @@ class Context:
     # read off two rows of W_U (``head_metric``)
     head: tuple | None = None
     _corrupted: dict[str, torch.Tensor] | None = field(default=None, repr=False)
+    _rows: tuple | None = field(default=None, repr=False)  # (ids, head, W_U rows, b_U rows)
     m_clean: float = 0.0
     m_corrupted: float = 0.0
 
@@ -471,13 +472,18 @@ class Context:
         if self.head is None or final is None or not self.metric.ids:
             return None
         norm, unembedding = self.head
-        w_u, b_u = unembedding()
-        ids = list(self.metric.ids)
+        ids = self.metric.ids
+        if self._rows is None or self._rows[0] != ids or self._rows[1] is not self.head:
+            w_u, b_u = unembedding()  # the metric's rows, once per metric and head
+            self._rows = (ids, self.head, w_u[list(ids)].detach().float().to(final.device),
+                          None if b_u is None else b_u[list(ids)].detach().float()
+                          .to(final.device))
+        _, _, rows, bias = self._rows
         x = final[:, self.subject.position]
         h = x.float() if norm is None else norm(x)
-        own = h @ w_u[ids].to(h.device, torch.float32).T  # (B, tokens)
-        if b_u is not None:
-            own = own + b_u[ids].to(h.device, torch.float32)
+        own = h @ rows.T  # (B, tokens)
+        if bias is not None:
+            own = own + bias
         return own[:, 0] - own[:, 1] if len(ids) == 2 else own[:, 0]
 
     def head_metric(self, readout: torch.Tensor, final: torch.Tensor | None) -> torch.Tensor:

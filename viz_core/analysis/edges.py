@@ -351,7 +351,8 @@ def gradient_scores(ctx: Context, steps: int, projected: bool | None = None) -> 
         with torch.enable_grad():
             readout = run.run("clean", 1 if a is None else len(a))
             if ctx.difference is None:
-                ctx.clean_readout(readout[:1], run.parts, run.final[:1])
+                ctx.clean_readout(readout[:1], run.parts,
+                                  None if run.final is None else run.final[:1])
             m = ctx.head_metric(readout, run.final)
             leaves = [z for _, z in plan.leaves()]
             grads = torch.autograd.grad(m, leaves, allow_unused=True)
