@@ -314,8 +314,12 @@ def test_metric_read_off_the_final_stream_has_the_models_gradient(tmp_path, gpt2
             device="cpu", dtype="float32")
         clean, corrupted = GPT2_CLEAN, GPT2_CORRUPTED
     against = "the" if family != "native" else "c"
-    ctx = E.prepare(model, clean, corrupted, None, None, against)
+    ctx = E.prepare(model, clean, corrupted, None, None, against, run_clean=False)
+    E.gradient_scores(ctx, 1)  # EAP's pass: the metric, both runs' values
     assert ctx.head is not None and len(ctx.metric.ids) == 2
+    # exact patching compares its patched runs' logits with the corrupted run's: that run
+    # goes on to its logits
+    assert E.prepare(model, clean, corrupted, None, None, against).corrupted_out is not None
 
     def gradients(unembedding=None):
         if unembedding is not None:
@@ -354,6 +358,17 @@ def test_metric_read_off_the_final_stream_has_the_models_gradient(tmp_path, gpt2
     E.gradient_scores(wrong, 1)
     assert wrong.corrupted_out is not None
     assert wrong.m_corrupted == pytest.approx(theirs, abs=1e-6 * (1 + abs(theirs)))
+
+
+def test_a_low_precision_models_corrupted_run_goes_on_to_its_logits(gpt2_path):
+    """In bfloat16 the model's head rounds its logits where the stream read in float32
+    does not (a tiny model's gap is ~0.004, the rounding ~0.0005): both runs' metrics then
+    come from the model's own logits, so the gap is measured one way."""
+    model = vc.load(str(gpt2_path), device="cpu", dtype="bfloat16")
+    ctx = E.prepare(model, GPT2_CLEAN, GPT2_CORRUPTED, None, None, None, run_clean=False)
+    assert ctx.corrupted_out is not None
+    E.gradient_scores(ctx, 1)
+    assert ctx.m_corrupted == float(ctx.metric.fn(ctx.corrupted_out)[0])
 
 
 def test_a_pass_without_a_final_stream_reads_the_models_logits(gpt2, monkeypatch):

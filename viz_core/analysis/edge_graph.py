@@ -525,7 +525,8 @@ class Context:
             own = self.head_values(final)
             holds = own is not None and abs(float(own[0]) - self.m_clean) <= _tolerance(
                 final, self.m_clean)
-            if self.corrupted_out is None and holds:
+            if self.corrupted_out is None and holds:  # both runs' metric read the same way
+                self.m_clean = float(own[0])
                 self.m_corrupted = float(self.head_values(self.corrupted_final)[0])
         if not holds or self.corrupted_out is not None:
             if self.corrupted_out is None:
@@ -570,7 +571,11 @@ def prepare(model, clean: str, corrupted: str, target, token, against,
         ctx.encoder_norm = norm if norm is not None else (lambda x: x)
     with torch.no_grad():
         plan = Plan()
-        plan.stop_at_final = ctx.head is not None  # its metric is read off its final stream
+        # EAP's and EAP-IG's corrupted run ends at its final stream, its metric read there
+        # (float32: the same value as the model's head to ~1e-6; exact patching compares
+        # every patched run's logits with it, so there it runs to its logits)
+        plan.stop_at_final = ctx.head is not None and not run_clean and all(
+            hw.W_Q.dtype == torch.float32 for hw in weights.values())
         p = Pass(ctx, plan)
         ctx.corrupted_out = p.run("corrupted", 1)
         ctx.corrupted_parts, ctx.corrupted_final = p.parts, p.final
