@@ -251,15 +251,15 @@ class _PerHeadCopies(E.Gradients):
     """The reference: a zero added to a normed copy of the stream per head (each head's q, k,
     v recomputed from its own copy), the gradient read at that zero."""
 
-    def __init__(self, ctx, alphas, projected=None, consume=None):
-        super().__init__(ctx, alphas, False, consume)
+    def __init__(self, ctx, alphas, projected=None):
+        super().__init__(ctx, alphas, False)
 
 
 class _Projected(E.Gradients):
     """The gradients at the projections, whatever the number of copies."""
 
-    def __init__(self, ctx, alphas, projected=None, consume=None):
-        super().__init__(ctx, alphas, True, consume)
+    def __init__(self, ctx, alphas, projected=None):
+        super().__init__(ctx, alphas, True)
 
 
 @pytest.mark.parametrize("family", ["gpt2", "qwen3", "t5"])
@@ -400,29 +400,6 @@ def test_a_pass_without_a_final_stream_reads_the_models_logits(gpt2, monkeypatch
     np.testing.assert_allclose(a.edges["score"], ref.edges["score"], atol=1e-5 * scale)
     assert a.corrupted == pytest.approx(ref.corrupted, abs=1e-5 * (1 + abs(ref.corrupted)))
     assert a.faithfulness(kept) == pytest.approx(ref.faithfulness(kept), abs=1e-4)
-
-
-@pytest.mark.parametrize("corrupted", [GPT2_CORRUPTED, GPT2_CLEAN.rsplit(" ", 1)[0] + " is"])
-def test_eap_takes_the_heads_gradients_in_the_backward_pass(gpt2, monkeypatch, corrupted):
-    """EAP's blocks whose q, k, v are the model's own projections take the heads' gradients
-    inside the backward pass (``HeadInputs``): each head's W^T g once, for its receivers'
-    scores and, summed, for the gradient at the stream (0 before the first difference: in
-    a causal model no score reads it). The same scores as every block through autograd's
-    own way back and the zeros read afterwards (float32 both sides, the same products in
-    another order), for a pair differing at its third word and one differing at its
-    last."""
-    taken = []
-    take = E.Gradients._take
-    monkeypatch.setattr(E.Gradients, "_take",
-                        lambda self, group, *a: taken.append(group.block) or take(self, group,
-                                                                                   *a))
-    fused = gpt2.edge_attribution(GPT2_CLEAN, corrupted, method="eap")
-    assert {"decoder.1.self", "decoder.2.self"} <= set(taken)
-    monkeypatch.setattr(E.Gradients, "fuses", lambda self, read: False)
-    plain = gpt2.edge_attribution(GPT2_CLEAN, corrupted, method="eap")
-    scale = np.abs(plain.edges["score"]).max()
-    assert scale > 0
-    np.testing.assert_allclose(fused.edges["score"], plain.edges["score"], atol=1e-5 * scale)
 
 
 def test_heads_recomputed_where_the_models_qkv_is_not_the_projection(gpt2, monkeypatch):

@@ -164,14 +164,6 @@ class Plan:
         read.h W (+ ``bias`` where not None), W (heads, e, d)."""
         return None
 
-    def fuses(self, read: Read) -> bool:
-        """Whether a self-attention block whose q, k, v are the model's own projections
-        (``_plain``) hands their gradients to ``fused`` (see Gradients)."""
-        return False
-
-    def fused(self, group: Group, read: Read, Ws: tuple, q, k, v) -> tuple:
-        raise NotImplementedError
-
     def embed(self, stack: str, x: torch.Tensor) -> torch.Tensor:
         return x
 
@@ -301,11 +293,6 @@ class Pass:
             if self.plan.projected:
                 x, h, norm = self.read_in[block]
                 read = Read(x, h, norm, hw.norm)
-                if kv_group is None and self.plan.fuses(read) and all(
-                        _plain(hw, w) and _is_projection(t, h, W, b) for w, t, W, b in (
-                            (0, q, hw.W_Q, hw.b_Q), (1, k, hw.W_K, hw.b_K),
-                            (2, v, hw.W_V, hw.b_V))):
-                    return self.plan.fused(group, read, (hw.W_Q, hw.W_K, hw.W_V), q, k, v)
                 q = projected(0, read, group, hw.W_Q, q).to(q.dtype)
                 if kv_group is None:
                     k = projected(1, read, group, hw.W_K, k).to(k.dtype)
@@ -342,21 +329,6 @@ class Pass:
                 return self.ctx.subject.run(which, n)
         except _Stopped:
             return None
-
-
-class HeadInputs(torch.autograd.Function):
-    """A block's q, k, v as the model computed them (detached), joined to the stream x they
-    read: the backward hands their gradients to ``take``, which returns the gradient at x
-    (autograd's own way back through the projection and the norm is not taken)."""
-
-    @staticmethod
-    def forward(fctx, x, take, q, k, v):
-        fctx.take = take
-        return q.clone(), k.clone(), v.clone()
-
-    @staticmethod
-    def backward(fctx, gq, gk, gv):
-        return fctx.take(gq, gk, gv), None, None, None, None
 
 
 def _project(hw, which: int, ins: torch.Tensor) -> torch.Tensor:

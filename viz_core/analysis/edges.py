@@ -55,7 +55,7 @@ from viz_core.i18n import N_
 from ..capture.device import free_memory
 from ..errors import InputError
 from ..model.choices import EdgeMethod, choose
-from .edge_graph import CHUNK_BYTES, Context, Graph, Group, HeadInputs, Pass, Plan, prepare
+from .edge_graph import CHUNK_BYTES, Context, Graph, Group, Pass, Plan, prepare
 from .patching import gap_warnings
 
 GRADIENT_HEADROOM = 0.5  # the share of the free memory one copy's gradient pass may take
@@ -79,14 +79,8 @@ class Gradients(Plan):
     (README), and ``projected=False`` keeps the copies as the tests' reference."""
 
     def __init__(self, ctx: Context, alphas: torch.Tensor | None,
-                 projected: bool | None = None, consume=None):
+                 projected: bool | None = None):
         self.ctx, self.alphas, self.zeros = ctx, alphas, {}
-        # consume(group, (rows, T', d) gradients at its receivers' inputs), called from the
-        # backward pass for the blocks ``fused`` takes; ``start``: stack -> the first
-        # position that counts (set before the backward)
-        self.consume, self.start = consume, None
-        self._buffer: torch.Tensor | None = None
-        self.streams: list[torch.Tensor] = []  # what fused blocks read: asked for too
         # False: a normed copy of the stream per head (the reference the tests compare with)
         self.projected = True if projected is None else projected
         self.heads: dict[int, tuple] = {}  # id(group) -> (group, Read, [(W, zero, y, bias)])
@@ -96,65 +90,6 @@ class Gradients(Plan):
         z = torch.zeros(y.shape, dtype=torch.float32, device=y.device, requires_grad=True)
         self.heads.setdefault(id(group), (group, read, []))[2].append((W, z, y, bias))
         return z
-
-    def fuses(self, read) -> bool:
-        """One copy (EAP) whose block reads a stream that requires grad (not the first
-        block's embedding), through a norm the closed form holds for."""
-        return (self.alphas is None and self.projected and self.consume is not None
-                and read.x.requires_grad and _spec_holds(read))
-
-    def fused(self, group, read, Ws, q, k, v):
-        """q, k, v joined to the stream by ``HeadInputs``: the backward computes each head's
-        W^T g once (``_take``), for its receivers' scores and, summed over the heads, for the
-        gradient at the stream, which autograd would otherwise compute again through the
-        block's fused projection (about 20 ms of an EAP call at GPT-2-small's shape)."""
-        def take(gq, gk, gv):
-            return self._take(group, read, Ws, (gq, gk, gv))
-        # the backward pass reaches the block only on its way to something asked for: the
-        # stream it reads is (the first block's leads to no receiver)
-        self.streams.append(read.x)
-        return HeadInputs.apply(read.x, take, q.detach(), k.detach(), v.detach())
-
-    def _take(self, group, read, Ws, gs) -> torch.Tensor:
-        """In the backward pass: the gradients at every receiver's input of one block (the
-        closed form of ``_norm_vjp_closed``, one copy) at the positions from ``start`` on,
-        handed to ``consume``, and the gradient at the stream x the block reads, their sum
-        over the receivers. In a causal model that sum is left 0 before ``start``: a
-        gradient there reaches only those positions of earlier layers, where no sender's
-        output differs between the runs, so no score reads it (the tests compare with every
-        position); else the heads' products run at every position."""
-        spec, x = read.spec, read.x.detach().float()
-        _, T, d = x.shape
-        t0 = self.start[group.stack]
-        # causal: the subject's copies may share the run before a patch for that reason
-        first = t0 if self.ctx.subject.share_prefix else 0
-        s, xhat = _scale_and_normed(spec, x[:, first:])
-        K, M = _taken_off(spec, xhat[0])  # from ``first`` on
-        rows = sum(W.shape[0] for W in Ws)
-        size = rows * (T - first) * d
-        if self._buffer is None or self._buffer.numel() < size:
-            self._buffer = torch.empty(size, dtype=torch.float32, device=x.device)
-        out = self._buffer[:size].view(rows, T - first, d)
-        i = 0
-        for W, g in zip(Ws, gs):
-            n = W.shape[0]
-            if g is None:
-                out[i:i + n].zero_()
-            else:  # W^T (g / s): (n, T', e) x (n, e, d)
-                torch.bmm(g[0, :, first:].float() / s[0], W.detach().float(),
-                          out=out[i:i + n])
-            i += n
-        if spec.weight is not None:
-            out.mul_(spec.weight.detach().float())
-        total = torch.zeros(T, 1, d, dtype=torch.float32, device=x.device)
-        total[first:, 0] = out.sum(0)
-        late = total[first:]  # (T - first, 1, d), a view
-        late.baddbmm_(torch.bmm(late, M), K, alpha=-1)
-        out = out[:, t0 - first:]  # (rows, T', d)
-        oT = out.transpose(0, 1)  # (T', rows, d), a view
-        oT.baddbmm_(torch.bmm(oT, M[t0 - first:]), K[t0 - first:], alpha=-1)
-        self.consume(group, out)
-        return total.view(1, T, d).to(read.x.dtype)
 
     def leaves(self) -> list[tuple[Group, torch.Tensor]]:
         return [*self.zeros.values(), *((g, z) for g, _, parts in self.heads.values()
@@ -260,10 +195,20 @@ def _norm_vjp_closed(read, parts, grads: dict[int, torch.Tensor], t0: int = 0,
     spec = read.spec
     x = read.x.detach()[:, t0:].float()
     B, T, d = x.shape
-    s, xhat = _scale_and_normed(spec, x)
+    if spec.kind == "layer":  # spec.scale's s, from the centred x that x^ needs anyway
+        # (torch.var's one-pass algorithm took twice as long: 1.46 against 0.66 ms on EAP-IG's
+        # 5 x 64 x 768, one thread)
+        centred = x - x.mean(-1, keepdim=True)
+        s = ((centred * centred).mean(-1, keepdim=True) + spec.eps).sqrt()  # (B, T, 1)
+        xhat = centred / s
+    else:
+        s = spec.scale(x)
+        xhat = x / s
     gain = None if spec.weight is None else spec.weight.detach().float()
-    if B == 1:
-        K, M = _taken_off(spec, xhat[0])
+    if B == 1:  # per position: what is taken off v (rows 1 and x^, or x^ alone) ...
+        K = xhat[0, :, None] if spec.kind != "layer" else \
+            torch.stack([torch.ones_like(xhat[0]), xhat[0]], 1)  # (T, k, d)
+        M = K.transpose(1, 2) / d  # ... and how much: v . M (T, d, k)
     rows = sum(z.shape[1] for _, z, _, _ in parts)
     out = torch.empty(rows, T, d, dtype=torch.float32, device=x.device) if out is None \
         else out.view(rows, T, d)
@@ -296,27 +241,6 @@ def _norm_vjp_closed(read, parts, grads: dict[int, torch.Tensor], t0: int = 0,
             o.sub_((G * wg[:, None]).sum(-1, keepdim=True) / d)
         o.sub_(torch.einsum("bnt,btd->ntd", c, xhat))
     return out
-
-
-def _scale_and_normed(spec, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The norm's scale s (B, T, 1) and x^ (B, T, d) of x (B, T, d) float32."""
-    if spec.kind == "layer":  # spec.scale's s, from the centred x that x^ needs anyway
-        # (torch.var's one-pass algorithm took twice as long: 1.46 against 0.66 ms on EAP-IG's
-        # 5 x 64 x 768, one thread)
-        centred = x - x.mean(-1, keepdim=True)
-        s = ((centred * centred).mean(-1, keepdim=True) + spec.eps).sqrt()
-        return s, centred / s
-    s = spec.scale(x)
-    return s, x / s
-
-
-def _taken_off(spec, xhat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per position, what the norm's vjp takes off v = gain * W^T g / s: K (T, k, d), rows
-    1 and x^ (LayerNorm) or x^ alone (RMSNorm), and M = K^T / d (T, d, k), how much: v is
-    then v - (v M) K, one (rows, d) x (d, k) and one (rows, k) x (k, d) product per
-    position."""
-    K = xhat[:, None] if spec.kind != "layer" else torch.stack([torch.ones_like(xhat), xhat], 1)
-    return K, K.transpose(1, 2) / xhat.shape[-1]
 
 
 def _copies_summed(g: torch.Tensor) -> torch.Tensor:
@@ -421,38 +345,30 @@ def gradient_scores(ctx: Context, steps: int, projected: bool | None = None) -> 
         alphas = torch.arange(steps, 0, -1, dtype=torch.float32) / steps
         batches = list(alphas.split(_chunk(ctx)))
     start: dict[str, int] = {}
-    diff: dict[str, torch.Tensor] = {}  # stack -> (S, T' d), a view of the difference
-    singles: dict[str, list] = {}  # stack -> [(group, its one receiver's (1, T' d))]
-
-    def consume(group: Group, gr: torch.Tensor) -> None:  # gr (rows, T', d)
-        # a score is linear in the receiver's gradient: each batch's part adds up
-        if len(group.rows) == 1:  # an MLP, the logits: one product per stack (below)
-            singles.setdefault(group.stack, []).append((group, gr.reshape(1, -1)))
-            return
-        part = diff[group.stack][:group.n_senders] @ gr.flatten(1).T  # (n, rows)
-        scores[g.senders_of(group), group.rows] += part.double().cpu().numpy()
-
     for a in batches:
-        plan = Gradients(ctx, a, projected, consume)
+        plan = Gradients(ctx, a, projected)
         run = Pass(ctx, plan)
-        singles.clear()
         with torch.enable_grad():
             readout = run.run("clean", 1 if a is None else len(a))
             if ctx.difference is None:
                 ctx.clean_readout(readout[:1], run.parts,
                                   None if run.final is None else run.final[:1])
-            if not start:
-                start.update({s: first_difference(d) for s, d in ctx.difference.items()})
-                diff.update({s: ctx.difference[s][:, t0:].flatten(1)
-                             for s, t0 in start.items()})
-            plan.start = start
             m = ctx.head_metric(readout, run.final)
             leaves = [z for _, z in plan.leaves()]
-            grads = torch.autograd.grad(m, leaves + plan.streams,
-                                        allow_unused=True)[:len(leaves)]
+            grads = torch.autograd.grad(m, leaves, allow_unused=True)
         found = {id(z): gr.detach() for z, gr in zip(leaves, grads) if gr is not None}
+        if not start:
+            start = {s: first_difference(d) for s, d in ctx.difference.items()}
+            diff = {s: ctx.difference[s][:, t0:].flatten(1)  # (S, T' d), a view
+                    for s, t0 in start.items()}
+        # a score is linear in the receiver's gradient: each batch's part adds up
+        singles: dict[str, list] = {}  # stack -> [(group, its one receiver's (1, T' d))]
         for group, gr in plan.input_gradients(found, start):  # (rows, T', d)
-            consume(group, gr)
+            if len(group.rows) == 1:  # an MLP, the logits: one product per stack (below)
+                singles.setdefault(group.stack, []).append((group, gr.reshape(1, -1)))
+                continue
+            part = diff[group.stack][:group.n_senders] @ gr.flatten(1).T  # (n, rows)
+            scores[g.senders_of(group), group.rows] += part.double().cpu().numpy()
         for stack, items in singles.items():  # reads the senders once, not once per MLP
             n = max(group.n_senders for group, _ in items)
             part = (diff[stack][:n] @ torch.cat([t for _, t in items]).T).double().cpu().numpy()
