@@ -411,11 +411,13 @@ def assemble(parts: list[Part], less: list[Part] | None = None) -> torch.Tensor:
     return out
 
 
-def _tolerance(final: torch.Tensor, m) -> float:
-    """How far a metric read off the final stream may be from the model's own (m: a value
-    or a tensor of them): float32 rounding, or a low-precision model's head."""
-    size = float(m.detach().abs().max()) if isinstance(m, torch.Tensor) else abs(m)
-    return (1e-4 if final.dtype == torch.float32 else 3e-2) * (1 + size)
+def _agrees(own: torch.Tensor | None, m: torch.Tensor, final: torch.Tensor) -> bool:
+    """Whether the metric read off the final stream (``own``, per copy) is the model's own
+    ``m`` for every copy: within float32 rounding, or a low-precision model's head's."""
+    if own is None or own.shape != m.shape:
+        return False
+    tol = (1e-4 if final.dtype == torch.float32 else 3e-2) * (1 + float(m.detach().abs().max()))
+    return float((own.detach() - m.detach()).abs().max()) <= tol
 
 
 # ---- one model and one pair ----------------------------------------------------------------
@@ -494,11 +496,8 @@ class Context:
         core)."""
         m = self.metric.fn(readout)
         own = self.head_values(final)
-        if own is None or own.shape != m.shape:
-            return m.sum()
-        if float((own.detach() - m.detach()).abs().max()) > _tolerance(final, m):
-            return m.sum()  # the head is more than the norm and W_U: through the model's own
-        return own.sum()
+        # else the head is more than the norm and W_U: through the model's own
+        return own.sum() if _agrees(own, m, final) else m.sum()
 
     def corrupted_embed(self, stack: str) -> torch.Tensor:
         """The corrupted run's embedding (T, d) of one stack."""
@@ -520,19 +519,18 @@ class Context:
         readout = readout.detach()
         self.difference = {s: assemble(p, self.corrupted_parts[s]) for s, p in parts.items()}
         self.metric = make_metric(self.subject, readout, self.token, self.against)
-        self.m_clean = float(self.metric.fn(readout)[0])
+        m = self.metric.fn(readout)
+        self.m_clean = float(m[0])
         with torch.no_grad():
             own = self.head_values(final)
-            holds = own is not None and abs(float(own[0]) - self.m_clean) <= _tolerance(
-                final, self.m_clean)
-            if self.corrupted_out is None and holds:  # both runs' metric read the same way
+            if self.corrupted_out is None and _agrees(own, m, final):
+                # both runs' metric read the same way, off their final streams
                 self.m_clean = float(own[0])
                 self.m_corrupted = float(self.head_values(self.corrupted_final)[0])
-        if not holds or self.corrupted_out is not None:
-            if self.corrupted_out is None:
-                with torch.no_grad():
+            else:
+                if self.corrupted_out is None:  # it stopped at its final stream: its logits
                     self.corrupted_out = Pass(self, Plan()).run("corrupted", 1)
-            self.m_corrupted = float(self.metric.fn(self.corrupted_out)[0])
+                self.m_corrupted = float(self.metric.fn(self.corrupted_out)[0])
         try:
             _check_gap(self.m_clean, self.m_corrupted, self.metric)
         except InputError as err:
